@@ -1,0 +1,27 @@
+"""User-facing errors: one line naming the file, the key path and the reason.
+
+The CLI turns every `UserError` into that line on stderr and exit code 2, so a typo in a
+study file never ends in a traceback.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A mistake in the user's input (file, flag, address): reported, never a traceback."""
+
+    exit_code = 2
+
+    def __init__(self, reason: str, *, file: str | None = None, key: str | None = None):
+        self.reason = reason
+        self.file = file
+        self.key = key
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        where = ": ".join(part for part in (self.file, self.key) if part)
+        return f"{where}: {self.reason}" if where else self.reason
+
+
+class SpecError(UserError):
+    """The study file is malformed, has unknown keys, or names things that do not exist."""

@@ -1,0 +1,299 @@
+"""The study file: what to benchmark (models, engines, profiles) and the named grids to sweep.
+
+Validated with pydantic (`extra="forbid"`) before anything starts; every error names the file
+and the key path. A study may `include` other YAML files (profiles or grids shared between
+studies); their top-level mappings are merged under the including file's own keys.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from farm.errors import SpecError
+
+FlagValue = Union[bool, int, float, str, dict, list, None]
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "qwen3.5-35b-a3b-h200.yaml"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def normalize_flag_name(name: str) -> str:
+    """Flags are written with or without leading dashes; stored without them."""
+    return name.lstrip("-")
+
+
+def _normalize_flags(flags: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in flags.items():
+        key = normalize_flag_name(str(name))
+        if key in out:
+            raise ValueError(f"flag '{key}' given twice")
+        out[key] = value
+    return out
+
+
+class ModelSpec(_Strict):
+    name: str = Field(description="Model id or local path passed to the engine.")
+    tokenizer: str | None = Field(
+        default=None,
+        description="Tokenizer for guidellm's synthetic prompts: a model id, a local directory, "
+        "or 'farm:tiny' for the tokenizer farm generates locally. Defaults to the model itself.",
+    )
+
+
+class EngineSpec(_Strict):
+    launcher: list[str] | None = Field(
+        default=None,
+        description="Command that starts the engine server before its arguments "
+        "(e.g. ['vllm', 'serve'], ['/opt/venvs/sglang/bin/python', '-m', 'sglang.launch_server'], "
+        "or a container command). Defaults to the engine adapter's own.",
+    )
+    flags: dict[str, FlagValue] = Field(default_factory=dict, description="Flags every trial of this engine gets.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the engine process.")
+    secret_env: list[str] = Field(
+        default_factory=list,
+        description="Environment variable names whose values are passed to the engine but never recorded.",
+    )
+    secret_flags: list[str] = Field(default_factory=list, description="Flags whose values are never recorded.")
+    ready_timeout_s: float = Field(default=1800.0, gt=0, description="How long the server may take to answer its readiness path.")
+    host: str = Field(default="127.0.0.1", description="Address the engine binds to; loopback keeps the server under test private.")
+
+    _normalize = field_validator("flags", mode="before")(lambda cls, v: _normalize_flags(v or {}))
+
+
+class DataSpec(_Strict):
+    kind: Literal["synthetic", "sharegpt"]
+    prompt_tokens: int | None = Field(default=None, gt=0)
+    output_tokens: int | None = Field(default=None, gt=0)
+    path: str | None = Field(default=None, description="ShareGPT-format JSON file (kind=sharegpt).")
+
+    @model_validator(mode="after")
+    def _check(self) -> "DataSpec":
+        if self.kind == "synthetic" and (self.prompt_tokens is None or self.output_tokens is None):
+            raise ValueError("synthetic data needs prompt_tokens and output_tokens")
+        if self.kind == "sharegpt" and not self.path:
+            raise ValueError("sharegpt data needs a path")
+        return self
+
+    def resolved_path(self) -> Path | None:
+        return Path(os.path.expandvars(os.path.expanduser(self.path))) if self.path else None
+
+
+class ProfileSpec(_Strict):
+    data: DataSpec
+    requests: int = Field(gt=0, description="Total requests of one benchmark run.")
+    rate: float | None = Field(default=None, gt=0, description="Constant request rate (req/s); none = as fast as concurrency allows.")
+    max_concurrency: int | None = Field(default=None, gt=0, description="Most requests in flight at once.")
+    seed: int = 42
+    max_seconds: float | None = Field(default=None, gt=0, description="Time limit of one run; past it the run is a timeout.")
+    warmup_requests: int = Field(default=0, ge=0)
+    request_format: str | None = Field(
+        default=None, description="guidellm request format, e.g. '/v1/completions'; default chat completions."
+    )
+    description: str = ""
+
+
+class GridBlock(_Strict):
+    engine: str
+    models: list[str] = Field(min_length=1, description="Keys of the study's `models`.")
+    flags: dict[str, FlagValue] = Field(default_factory=dict, description="Flags fixed for every trial of this block.")
+    axes: dict[str, list[FlagValue]] = Field(
+        default_factory=dict, description="Flag -> values; the block expands to their cartesian product."
+    )
+    exclude: list[dict[str, FlagValue]] = Field(
+        default_factory=list, description="Combinations to drop: a trial matching every key of one entry is skipped."
+    )
+    name: str | None = Field(default=None, description="Name of the trial (only for blocks that expand to one trial).")
+    after: str | None = Field(default=None, description="Stepwise studies: the named step this one builds on.")
+
+    _normalize = field_validator("flags", "axes", mode="before")(lambda cls, v: _normalize_flags(v or {}))
+
+    @field_validator("axes")
+    @classmethod
+    def _non_empty_axes(cls, axes: dict[str, list]) -> dict[str, list]:
+        for name, values in axes.items():
+            if not values:
+                raise ValueError(f"axis '{name}' has no values")
+        return axes
+
+    @field_validator("exclude", mode="before")
+    @classmethod
+    def _normalize_exclude(cls, rules: list) -> list:
+        return [_normalize_flags(rule) if isinstance(rule, dict) else rule for rule in (rules or [])]
+
+
+class GridSpec(_Strict):
+    description: str = ""
+    profiles: list[str] | None = Field(default=None, description="Profiles every trial runs; default all of the study's.")
+    primary_profile: str | None = None
+    blocks: list[GridBlock] = Field(min_length=1)
+    ordered: bool = Field(default=False, description="The blocks are the ordered steps of a stepwise study.")
+    max_concurrent_trials: int | None = Field(default=None, gt=0)
+
+
+class Study(_Strict):
+    name: str
+    experiment: str | None = Field(default=None, description="MLflow experiment; default the study name.")
+    description: str = ""
+    models: dict[str, ModelSpec]
+    engines: dict[str, EngineSpec]
+    profiles: dict[str, ProfileSpec]
+    grids: dict[str, GridSpec]
+    primary_profile: str
+    engine_comparison_profile: str | None = None
+    baseline: str | None = Field(default=None, description="Trial name or id of the baseline; default the engine-default trial.")
+    min_success_rate: float = Field(default=0.99, ge=0, le=1)
+    max_concurrent_trials: int = Field(default=4, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+    repeats: int = Field(default=1, ge=1)
+    _source: str | None = PrivateAttr(default=None)
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _model_shorthand(cls, models: Any) -> Any:
+        if isinstance(models, dict):
+            return {k: ({"name": v} if isinstance(v, str) else v) for k, v in models.items()}
+        return models
+
+    @model_validator(mode="after")
+    def _cross_refs(self) -> "Study":
+        from farm.engines import ENGINES  # engines are pure; imported late to keep spec importable alone
+
+        for name in self.engines:
+            if name not in ENGINES:
+                raise _RefError(f"engines.{name}", f"unknown engine '{name}' (known: {', '.join(sorted(ENGINES))})")
+        if self.primary_profile not in self.profiles:
+            raise _RefError("primary_profile", f"unknown profile '{self.primary_profile}'")
+        for gname, grid in self.grids.items():
+            for i, name in enumerate(grid.profiles or []):
+                if name not in self.profiles:
+                    raise _RefError(f"grids.{gname}.profiles[{i}]", f"unknown profile '{name}'")
+            if grid.primary_profile and grid.primary_profile not in (grid.profiles or self.profiles):
+                raise _RefError(f"grids.{gname}.primary_profile", f"'{grid.primary_profile}' is not one of the grid's profiles")
+            for b, block in enumerate(grid.blocks):
+                where = f"grids.{gname}.blocks[{b}]"
+                if block.engine not in self.engines:
+                    raise _RefError(f"{where}.engine", f"unknown engine '{block.engine}' (the study defines: {', '.join(self.engines)})")
+                for m, model in enumerate(block.models):
+                    if model not in self.models:
+                        raise _RefError(f"{where}.models[{m}]", f"unknown model '{model}' (the study defines: {', '.join(self.models)})")
+                required = self.engines[block.engine].flags
+                for flag in block.flags:
+                    if flag in block.axes:
+                        raise _RefError(f"{where}.flags.{flag}", "flag given twice (also an axis)")
+                for flag in list(block.flags) + list(block.axes):
+                    if flag in required:
+                        raise _RefError(f"{where}.{flag}", f"flag given twice (engine '{block.engine}' already sets it)")
+        return self
+
+    def grid_profiles(self, grid: str) -> list[str]:
+        return list(self.grids[grid].profiles or self.profiles)
+
+    def grid_primary_profile(self, grid: str) -> str:
+        g = self.grids[grid]
+        return g.primary_profile or (self.primary_profile if self.primary_profile in self.grid_profiles(grid) else self.grid_profiles(grid)[0])
+
+    @property
+    def source(self) -> str | None:
+        """The file the study was read from."""
+        return self._source
+
+    @property
+    def experiment_name(self) -> str:
+        return self.experiment or self.name
+
+
+class _RefError(ValueError):
+    def __init__(self, key: str, reason: str):
+        self.key = key
+        self.reason = reason
+        super().__init__(f"{key}: {reason}")
+
+
+def _merge_includes(data: dict, source: Path, seen: set[Path]) -> dict:
+    includes = data.pop("include", []) or []
+    if isinstance(includes, str):
+        includes = [includes]
+    merged: dict = {}
+    for rel in includes:
+        inc = (source.parent / rel).resolve()
+        if inc in seen:
+            raise SpecError(f"include cycle through {inc}", file=str(source), key="include")
+        inc_data = _read_yaml(inc, seen | {inc})
+        for key, value in inc_data.items():
+            if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                merged[key] = {**merged[key], **value}
+            else:
+                merged[key] = value
+    for key, value in data.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_yaml(path: Path, seen: set[Path]) -> dict:
+    if not path.is_file():
+        raise SpecError("file not found", file=str(path))
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(f"malformed YAML: {problem}", file=str(path), key=where) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SpecError("a study file must be a mapping", file=str(path))
+    return _merge_includes(data, path, seen)
+
+
+def _key_path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def load_study(path: str | Path | None = None) -> Study:
+    """Read and validate a study; raises `SpecError` with file, key path and reason."""
+    source = Path(path) if path else DEFAULT_CONFIG
+    shown = str(path) if path else os.path.relpath(DEFAULT_CONFIG)
+    data = _read_yaml(source.resolve(), {source.resolve()})
+    try:
+        study = Study.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        ctx_err = (err.get("ctx") or {}).get("error")
+        if isinstance(ctx_err, _RefError):
+            raise SpecError(ctx_err.reason, file=shown, key=ctx_err.key) from None
+        # Drop pydantic's union/validator bookkeeping from the location; keep the user's keys.
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif err["type"] == "missing":
+            msg = "required key missing"
+        msg = msg.removeprefix("Value error, ")
+        raise SpecError(msg, file=shown, key=_key_path(loc) or None) from None
+    study._source = shown
+    return study
+
+
+def check_grid_name(study: Study, grid: str) -> None:
+    if grid not in study.grids:
+        raise SpecError(f"unknown grid '{grid}' (the study defines: {', '.join(study.grids)})",
+                        file=study.source, key="grids")

@@ -1,0 +1,40 @@
+"""One configuration to benchmark: an engine, a model and its flags, run on a set of profiles."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Trial(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(description="Stable id: the same engine, model and flags always give the same id.")
+    name: str | None = Field(default=None, description="Name given in the grid (seed steps), if any.")
+    engine: str
+    model_key: str = Field(description="Key of the model in the study.")
+    model: str = Field(description="Model id or path passed to the engine.")
+    tokenizer: str | None = None
+    flags: dict[str, Any] = Field(default_factory=dict, description="Flags of this trial beyond the engine's required ones.")
+    required_flags: dict[str, Any] = Field(default_factory=dict, description="The engine's flags every trial gets.")
+    profiles: list[str]
+    gpus: int = Field(default=0, ge=0, description="GPUs the engine needs, all on one node.")
+    after: str | None = None
+    index: int = Field(default=0, description="Position in the grid; ordered grids are read in this order.")
+
+    @property
+    def all_flags(self) -> dict[str, Any]:
+        return {**self.required_flags, **self.flags}
+
+    @property
+    def label(self) -> str:
+        return self.name or self.id
+
+
+def trial_id(engine: str, model: str, flags: dict[str, Any]) -> str:
+    """Hash of what defines the server under test; port and host do not belong to it."""
+    canonical = json.dumps({"engine": engine, "model": model, "flags": flags}, sort_keys=True, default=str)
+    return f"{engine}-{hashlib.sha1(canonical.encode()).hexdigest()[:8]}"
