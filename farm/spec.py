@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from farm.errors import SpecError
+from farm.knobs import KnobError, parse_knob
 
 FlagValue = Union[bool, int, float, str, dict, list, None]
 
@@ -47,6 +48,30 @@ class ModelSpec(_Strict):
         description="Tokenizer for guidellm's synthetic prompts: a model id, a local directory, "
         "or 'farm:tiny' for the tokenizer farm generates locally. Defaults to the model itself.",
     )
+    quantization: str | None = Field(
+        default=None,
+        description="How this checkpoint's weights are quantized (e.g. 'fp8'); none = unquantized. "
+        "The `quantization` knob picks the variant of a model family by this value.",
+    )
+    variant_of: str | None = Field(
+        default=None,
+        description="Key of the model this checkpoint is a variant of (e.g. the FP8 export of a BF16 model).",
+    )
+
+    @field_validator("quantization")
+    @classmethod
+    def _quant_name(cls, value: str | None) -> str | None:
+        return parse_knob("quantization", value) if value is not None else None
+
+
+SkipUnsupported = Union[bool, list[str]]
+
+
+def _check_skip(value: Any) -> Any:
+    if isinstance(value, list):
+        for name in value:
+            parse_knob(name, None)  # unknown knob names are an error here, not a silent no-op
+    return value
 
 
 class EngineSpec(_Strict):
@@ -65,8 +90,50 @@ class EngineSpec(_Strict):
     secret_flags: list[str] = Field(default_factory=list, description="Flags whose values are never recorded.")
     ready_timeout_s: float = Field(default=1800.0, gt=0, description="How long the server may take to answer its readiness path.")
     host: str = Field(default="127.0.0.1", description="Address the engine binds to; loopback keeps the server under test private.")
+    venv: str | None = Field(
+        default=None,
+        description="A virtual environment the engine is installed in: the launcher becomes its own "
+        "executable there (e.g. <venv>/bin/vllm serve, <venv>/bin/python -m sglang.launch_server).",
+    )
+    image: str | None = Field(
+        default=None,
+        description="A container image the engine runs in (e.g. vllm/vllm-openai:v0.17.1); the trial's GPUs "
+        "are passed to it, it shares the host network, and `download_dir` is mounted at the same path.",
+    )
+    container_runtime: Literal["docker", "podman"] = Field(default="docker", description="Runtime for `image`.")
+    container_args: list[str] = Field(default_factory=list, description="Extra arguments of `docker run` (mounts, shm size...).")
+    download_dir: str | None = Field(
+        default=None,
+        description="Where the engine downloads and finds model weights on each node (vLLM and SGLang "
+        "--download-dir); farm can fill it before the first trial so no trial times a download.",
+    )
+    skip_unsupported: SkipUnsupported = Field(
+        default=False,
+        description="Knobs this engine may skip (drop the trial) where it cannot express a value, instead of "
+        "failing the expansion: true for all, or a list of knob names.",
+    )
 
     _normalize = field_validator("flags", mode="before")(lambda cls, v: _normalize_flags(v or {}))
+    _skip = field_validator("skip_unsupported")(lambda cls, v: _check_skip(v))
+
+    @field_validator("env")
+    @classmethod
+    def _no_ray_env(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if name.startswith("RAY_"):
+                raise ValueError(f"{name}: RAY_* variables never reach an engine (it would join farm's own Ray cluster)")
+        return env
+
+    @model_validator(mode="after")
+    def _one_launcher(self) -> "EngineSpec":
+        given = [k for k in ("launcher", "venv", "image") if getattr(self, k)]
+        if len(given) > 1:
+            raise ValueError(f"give one of launcher, venv, image (got {', '.join(given)})")
+        return self
+
+    @property
+    def launcher_kind(self) -> Literal["command", "venv", "container"]:
+        return "container" if self.image else "venv" if self.venv else "command"
 
 
 class DataSpec(_Strict):
@@ -113,8 +180,49 @@ class GridBlock(_Strict):
     )
     name: str | None = Field(default=None, description="Name of the trial (only for blocks that expand to one trial).")
     after: str | None = Field(default=None, description="Stepwise studies: the named step this one builds on.")
+    knobs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Engine-neutral knobs fixed for every trial of this block (see farm/knobs.py); "
+        "the engine adapter renders them into its own flags.",
+    )
+    knob_axes: dict[str, list[Any]] = Field(
+        default_factory=dict, description="Knob -> values, crossed with `axes`; null means the engine default."
+    )
+    skip_unsupported: SkipUnsupported = Field(
+        default=False,
+        description="Where this block's engine cannot express a knob value, drop that trial instead of failing: "
+        "true for all knobs, or a list of knob names.",
+    )
 
     _normalize = field_validator("flags", "axes", mode="before")(lambda cls, v: _normalize_flags(v or {}))
+    _skip = field_validator("skip_unsupported")(lambda cls, v: _check_skip(v))
+
+    @field_validator("knobs")
+    @classmethod
+    def _parse_knobs(cls, knobs: dict[str, Any]) -> dict[str, Any]:
+        return {name: _knob(name, value) for name, value in knobs.items()}
+
+    @field_validator("knob_axes")
+    @classmethod
+    def _parse_knob_axes(cls, axes: dict[str, list]) -> dict[str, list]:
+        out = {}
+        for name, values in axes.items():
+            if not values:
+                raise ValueError(f"knob axis '{name}' has no values")
+            out[name] = [_knob(name, value) for value in values]
+        return out
+
+    @model_validator(mode="after")
+    def _knob_twice(self) -> "GridBlock":
+        for name in self.knobs:
+            if name in self.knob_axes:
+                raise ValueError(f"knob '{name}' given twice (in knobs and knob_axes)")
+        return self
+
+    def skips(self, knob: str, engine: "EngineSpec | None" = None) -> bool:
+        """Whether an inexpressible value of `knob` drops the trial (block or engine says so)."""
+        return any(s is True or (isinstance(s, list) and knob in s)
+                   for s in (self.skip_unsupported, engine.skip_unsupported if engine else False))
 
     @field_validator("axes")
     @classmethod
@@ -128,6 +236,13 @@ class GridBlock(_Strict):
     @classmethod
     def _normalize_exclude(cls, rules: list) -> list:
         return [_normalize_flags(rule) if isinstance(rule, dict) else rule for rule in (rules or [])]
+
+
+def _knob(name: str, value: Any) -> Any:
+    try:
+        return parse_knob(name, value)
+    except KnobError as exc:
+        raise ValueError(str(exc)) from None
 
 
 class GridSpec(_Strict):
@@ -170,6 +285,13 @@ class Study(_Strict):
         for name in self.engines:
             if name not in ENGINES:
                 raise _RefError(f"engines.{name}", f"unknown engine '{name}' (known: {', '.join(sorted(ENGINES))})")
+        for key, model in self.models.items():
+            if model.variant_of is not None:
+                base = self.models.get(model.variant_of)
+                if base is None:
+                    raise _RefError(f"models.{key}.variant_of", f"unknown model '{model.variant_of}' (the study defines: {', '.join(self.models)})")
+                if base.variant_of is not None:
+                    raise _RefError(f"models.{key}.variant_of", f"'{model.variant_of}' is itself a variant; name the base model")
         if self.primary_profile not in self.profiles:
             raise _RefError("primary_profile", f"unknown profile '{self.primary_profile}'")
         for gname, grid in self.grids.items():

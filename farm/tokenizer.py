@@ -32,8 +32,13 @@ def _corpus(lines: int = 2000, seed: int = 0) -> list[str]:
     return [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(5, 30))) for _ in range(lines)]
 
 
-def build_tiny_tokenizer(directory: Path) -> Path:
-    """Train and save the tiny tokenizer (with a ChatML chat template) into `directory`."""
+def build_tiny_tokenizer(directory: Path, corpus: list[str] | None = None) -> Path:
+    """Train and save the tiny tokenizer (with a ChatML chat template) into `directory`.
+
+    `corpus` replaces the default training text: the default's few words give far fewer than
+    `VOCAB_SIZE` tokens, while a model whose tokenizer must fill its whole vocabulary (so every
+    id it can generate decodes) needs more varied text.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -47,7 +52,7 @@ def build_tiny_tokenizer(directory: Path) -> Path:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(_corpus(), trainer=trainer)
+    tok.train_from_iterator(corpus if corpus is not None else _corpus(), trainer=trainer)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None
     )

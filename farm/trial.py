@@ -20,6 +20,11 @@ class Trial(BaseModel):
     tokenizer: str | None = None
     flags: dict[str, Any] = Field(default_factory=dict, description="Flags of this trial beyond the engine's required ones.")
     required_flags: dict[str, Any] = Field(default_factory=dict, description="The engine's flags every trial gets.")
+    knobs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Engine-neutral knobs this trial was built from (already rendered into `flags`); "
+        "a record, not part of the id: the id depends only on what the engine is given.",
+    )
     profiles: list[str]
     gpus: int = Field(default=0, ge=0, description="GPUs the engine needs, all on one node.")
     after: str | None = None

@@ -11,8 +11,10 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from pathlib import PurePosixPath
+from typing import Any, ClassVar, Mapping, Sequence
 
+from farm.knobs import Renderer, render_with
 from farm.spec import EngineSpec
 from farm.trial import Trial
 
@@ -86,15 +88,71 @@ class Engine:
     uses_gpus: ClassVar[bool] = True
     failure_patterns: ClassVar[list[FailurePattern]] = []
     secret_flag_names: ClassVar[frozenset[str]] = frozenset({"api-key", "hf-token", "token"})
+    # Engine-neutral knob -> this engine's flags (farm/knobs.py); a knob missing here is one
+    # this engine cannot express.
+    knob_renderers: ClassVar[Mapping[str, Renderer]] = {}
+    # The flag that tells the engine where model weights are downloaded (EngineSpec.download_dir).
+    download_dir_flag: ClassVar[str | None] = None
+    # The command inside the engine's container image (default: `default_launcher`).
+    container_launcher: ClassVar[list[str] | None] = None
+    # Estimated seconds from launch to ready, for cost estimates (farm.grid.grid_cost); not a timeout.
+    start_overhead_s: ClassVar[float] = 30.0
 
     # -- resources -----------------------------------------------------------------------
     def gpus(self, flags: dict[str, Any]) -> int:
         """GPUs one trial needs, all on one node."""
         return 0
 
+    # -- knobs ---------------------------------------------------------------------------
+    def render_knobs(self, knobs: Mapping[str, Any]) -> dict[str, Any]:
+        """Engine-neutral knobs -> this engine's flags; `farm.knobs.KnobError` where it cannot."""
+        return render_with(self.name, self.knob_renderers, knobs)
+
     # -- command -------------------------------------------------------------------------
-    def launcher(self, spec: EngineSpec) -> list[str]:
+    def launcher(self, spec: EngineSpec, *, gpu_ids: Sequence[str] | None = None,
+                 env_names: Sequence[str] = (), container_name: str | None = None) -> list[str]:
+        """The argv before the engine's own arguments: a plain command, a venv's executable, or
+        `docker run ... IMAGE` with the trial's GPUs (`gpu_ids`; all GPUs when not given)."""
+        if spec.image:
+            return self.container_prefix(spec, gpu_ids=gpu_ids, env_names=env_names, name=container_name,
+                                         entry=self.container_launcher or self.default_launcher)
+        if spec.venv:
+            return self.venv_launcher(spec.venv)
         return list(spec.launcher or self.default_launcher)
+
+    def venv_launcher(self, venv: str) -> list[str]:
+        """The default launcher with its executable taken from `venv`/bin."""
+        head, *rest = self.default_launcher
+        return [str(PurePosixPath(venv) / "bin" / PurePosixPath(head).name), *rest]
+
+    def container_prefix(self, spec: EngineSpec, *, entry: Sequence[str], gpu_ids: Sequence[str] | None = None,
+                         env_names: Sequence[str] = (), name: str | None = None, gpus: bool = True) -> list[str]:
+        """`docker run` (or podman) of `spec.image` running `entry`.
+
+        Host network (the engine binds the host's port directly), host IPC (shared memory for
+        tensor-parallel workers), the download dir mounted at the same path, environment passed
+        by name only (`-e NAME`: values, secrets included, never appear in the argv).
+        """
+        runtime = spec.container_runtime
+        argv = [runtime, "run", "--rm", "--init", "--network=host", "--ipc=host"]
+        if name:
+            argv.append(f"--name={name}")
+        if gpus:
+            if runtime == "podman":  # CDI device names
+                argv += [f"--device=nvidia.com/gpu={g}" for g in (gpu_ids or ["all"])]
+            else:  # the inner quotes keep docker from splitting the device list at its commas
+                argv.append(f'--gpus="device={",".join(gpu_ids)}"' if gpu_ids else "--gpus=all")
+        if spec.download_dir:
+            argv.append(f"--volume={spec.download_dir}:{spec.download_dir}")
+        for env_name in dict.fromkeys([*env_names, *spec.secret_env]):
+            if env_name != "CUDA_VISIBLE_DEVICES":  # the container sees only its own GPUs, numbered from 0
+                argv += ["-e", env_name]
+        argv += list(spec.container_args)
+        head, *rest = entry
+        return argv + [f"--entrypoint={head}", spec.image, *rest]
+
+    def container_name(self, trial: Trial, port: int) -> str:
+        return f"farm-{trial.id}-{port}"
 
     def model_args(self, model: str) -> list[str]:
         return [f"--{self.model_arg}={model}"] if self.model_arg else [model]
@@ -102,14 +160,53 @@ class Engine:
     def serve_args(self, trial: Trial) -> list[str]:
         return self.model_args(trial.model) + render_flags(trial.all_flags)
 
-    def command(self, spec: EngineSpec, trial: Trial, *, port: int, host: str | None = None) -> list[str]:
-        """The exact argv that starts the server for `trial` on `host:port`."""
+    def command(self, spec: EngineSpec, trial: Trial, *, port: int, host: str | None = None,
+                gpu_ids: Sequence[str] | None = None) -> list[str]:
+        """The exact argv that starts the server for `trial` on `host:port`.
+
+        `gpu_ids` (the node's ids of the trial's GPUs) matter only to container launchers.
+        """
+        launcher = self.launcher(spec, gpu_ids=gpu_ids, env_names=list(self.env(spec, trial)),
+                                 container_name=self.container_name(trial, port))
+        download: list[str] = []
+        if spec.download_dir and self.download_dir_flag and self.download_dir_flag not in trial.all_flags:
+            download = render_flag(self.download_dir_flag, spec.download_dir)
         return (
-            self.launcher(spec)
+            launcher
             + self.serve_args(trial)
+            + download
             + render_flag(self.host_flag, host or spec.host)
             + render_flag(self.port_flag, port)
         )
+
+    def cleanup_command(self, spec: EngineSpec, trial: Trial, *, port: int) -> list[str] | None:
+        """What removes the engine if its process group could not be stopped cleanly: killing
+        `docker run` does not stop the container, removing it by name does."""
+        if spec.image:
+            return [spec.container_runtime, "rm", "-f", self.container_name(trial, port)]
+        return None
+
+    def python(self, spec: EngineSpec) -> list[str]:
+        """The argv prefix of the Python interpreter the engine runs on (for probes and warm-up)."""
+        if spec.image:
+            return self.container_prefix(spec, entry=["python3"], gpus=False)
+        if spec.venv:
+            return [str(PurePosixPath(spec.venv) / "bin" / "python")]
+        head = (spec.launcher or self.default_launcher)[0]
+        if PurePosixPath(head).name.startswith("python"):
+            return [head]
+        if "/" in head:  # e.g. /opt/venvs/vllm/bin/vllm -> that venv's python
+            return [str(PurePosixPath(head).parent / "python")]
+        return ["python3"]
+
+    def warmup_command(self, spec: EngineSpec, model: str) -> list[str] | None:
+        """Download `model` into the engine's download dir (or the HF cache) before the first trial
+        on a node, so no trial times a download. None for a local path."""
+        if model.startswith(("/", "./", "../", "~")):
+            return None
+        code = ("import sys; from huggingface_hub import snapshot_download; "
+                "print(snapshot_download(repo_id=sys.argv[1], cache_dir=sys.argv[2] or None))")
+        return self.python(spec) + ["-c", code, model, spec.download_dir or ""]
 
     def serve_command(self, spec: EngineSpec, trial: Trial) -> str:
         """What a user pastes to serve this configuration (no host, port or secrets)."""
@@ -131,7 +228,7 @@ class Engine:
         match = re.search(r"\d+\.\d+(?:\.\d+)?(?:[\w.+-]*)", output)
         return match.group(0) if match else None
 
-    def reported_capacity(self, log_text: str) -> dict[str, float]:
+    def reported_capacity(self, log_text: str) -> dict[str, Any]:
         """What the engine says it got (KV-cache tokens, max sequences...), read from its log."""
         return {}
 

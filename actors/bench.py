@@ -1,0 +1,269 @@
+"""The bench actor: owns one engine server for one trial and runs every profile of it.
+
+`TrialRunner` is plain Python (usable and testable without Ray); `BenchActor` is the Ray actor
+that holds the trial's GPUs and wraps it. One engine start per trial; the prefix cache is reset
+before every benchmark run; the engine never outlives the runner (process group + watchdog).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import ray
+from pydantic import BaseModel, ConfigDict, Field
+
+from farm import bench_client
+from farm.datasets import DatasetMissing, prepare_sharegpt
+from farm.engines import get_engine
+from farm.engines.base import redact_args
+from farm.proc import EngineExited, EngineProcess, ReadyTimeout, clean_env, free_port, tail
+from farm.results import ProfileRun, ReportError, Status, TrialResult, parse_report, slim_report
+from farm.secrets import redact_flags, scrub, secret_values
+from farm.spec import EngineSpec, ProfileSpec
+from farm.tokenizer import cache_dir, resolve_tokenizer
+from farm.trial import Trial
+
+LOG_TAIL_LINES = 60
+
+
+class TrialJob(BaseModel):
+    """Everything an actor needs to run one trial; travels from the driver as one object."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sweep_id: str
+    trial: Trial
+    engine_spec: EngineSpec
+    profiles: dict[str, ProfileSpec]
+    repeats: int = 1
+    min_success_rate: float = 0.99
+    workdir: str = Field(description="Root for this node's artifacts; the trial gets a subdirectory.")
+    attempt: int = 1
+    order_seed: int = 0
+    tracking_uri: str | None = None
+    experiment_id: str | None = None
+    parent_run_id: str | None = None
+
+
+def _status_of_runs(runs: list[ProfileRun]) -> tuple[Status, str | None]:
+    """The trial's status: the most serious of its runs' statuses."""
+    priority = [Status.engine_crashed, Status.oom, Status.timeout, Status.bench_failed, Status.low_success_rate]
+    for status in priority:
+        for run in runs:
+            if run.status == status:
+                return status, f"{run.profile}#{run.repeat}: {run.reason}"
+    return Status.ok, None
+
+
+class TrialRunner:
+    def __init__(self, job: TrialJob):
+        self.job = job
+        self.engine = get_engine(job.trial.engine)
+        self.proc: EngineProcess | None = None
+        self.dir = Path(job.workdir) / job.sweep_id / job.trial.id / f"attempt-{job.attempt}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._secrets: list[str] = []
+
+    # -- helpers -------------------------------------------------------------------------
+    def _log_tail(self) -> str:
+        return scrub(tail(self.dir / "engine.log", LOG_TAIL_LINES), self._secrets)
+
+    def _engine_failure(self, default: Status, default_reason: str) -> tuple[Status, str]:
+        log_text = tail(self.dir / "engine.log", 400, 512_000)
+        failure = self.engine.classify(log_text)
+        if failure:
+            return Status(failure.status), scrub(f"{failure.reason}: {failure.line}", self._secrets)
+        return default, default_reason
+
+    def _reset_cache(self, base_url: str) -> bool | None:
+        if not self.engine.reset_cache_path:
+            return None
+        try:
+            resp = httpx.post(base_url + self.engine.reset_cache_path, timeout=30)
+            return resp.status_code < 300
+        except httpx.HTTPError:
+            return False
+
+    def _version(self) -> str | None:
+        cmd = self.engine.version_command(self.job.engine_spec)
+        if not cmd:
+            return None
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                                 env=clean_env(dict(os.environ), self.engine.env(self.job.engine_spec, self.job.trial)))
+            return self.engine.parse_version(out.stdout + out.stderr)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    def _data_files(self, tokenizer: str) -> dict[str, Path | None]:
+        files: dict[str, Path | None] = {}
+        for name in self.job.trial.profiles:
+            profile = self.job.profiles[name]
+            if profile.data.kind == "sharegpt":
+                files[name] = prepare_sharegpt(profile.data.resolved_path(), cache_dir() / "datasets", tokenizer,
+                                               limit=max(profile.requests * 2, 1000))
+            else:
+                files[name] = None
+        return files
+
+    # -- the trial -----------------------------------------------------------------------
+    def run(self) -> TrialResult:
+        job, trial, spec = self.job, self.job.trial, self.job.engine_spec
+        env = clean_env(dict(os.environ), self.engine.env(spec, trial))
+        self._secrets = secret_values(env, spec.secret_env, trial.all_flags, self.engine.secret_flags(spec))
+        result = TrialResult(
+            sweep_id=job.sweep_id, trial=trial.model_copy(update={"flags": redact_flags(trial.flags, self.engine.secret_flags(spec))}),
+            status=Status.ok, serve_command=self.engine.serve_command(spec, trial),
+            node=socket.gethostname(), node_ip=_node_ip(), attempt=job.attempt, started_at=time.time(),
+            gpus=[g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g],
+            artifacts_dir=str(self.dir),
+        )
+        try:
+            self._run(result, env)
+        finally:
+            self.stop()
+            result.finished_at = time.time()
+            result.log_tail = self._log_tail()
+            self._scrub_artifacts()
+        return result
+
+    def _run(self, result: TrialResult, env: dict[str, str]) -> None:
+        job, trial, spec = self.job, self.job.trial, self.job.engine_spec
+        tokenizer = resolve_tokenizer(trial.tokenizer, trial.model)
+        try:
+            data_files = self._data_files(tokenizer)
+        except DatasetMissing as exc:
+            result.status, result.reason = Status.dataset_missing, f"dataset not found on node {result.node}: {exc}"
+            return
+
+        port = free_port(spec.host)
+        argv = self.engine.command(spec, trial, port=port)
+        result.command = redact_args(argv, self.engine.secret_flags(spec))
+        (self.dir / "command.txt").write_text(" ".join(result.command) + "\n")
+        result.engine_version = self._version()
+        with self._lock:
+            self.proc = EngineProcess(argv, env, self.dir / "engine.log")
+            self.proc.start()
+        base_url = f"http://{spec.host}:{port}"
+        try:
+            ready_s = self.proc.wait_ready(base_url + self.engine.ready_path, spec.ready_timeout_s)
+        except EngineExited as exc:
+            result.status, result.reason = self._engine_failure(Status.engine_failed_to_start, str(exc))
+            return
+        except ReadyTimeout as exc:
+            result.status, result.reason = self._engine_failure(Status.engine_failed_to_start, str(exc))
+            return
+        result.engine_reported = {"ready_s": round(ready_s, 2),
+                                  **self.engine.reported_capacity(tail(self.dir / "engine.log", 2000, 2_000_000))}
+
+        plan = [(name, r) for r in range(job.repeats) for name in trial.profiles]
+        # Interleave profiles and repeats in a seeded order, so drift over time (thermals, a noisy
+        # neighbour) does not line up with one profile.
+        random.Random(f"{job.order_seed}:{trial.id}").shuffle(plan)
+        for name, repeat in plan:
+            run = self._run_profile(name, repeat, base_url, tokenizer, data_files.get(name))
+            result.runs.append(run)
+            if run.status in (Status.engine_crashed, Status.oom):
+                break
+        result.runs.sort(key=lambda r: (trial.profiles.index(r.profile), r.repeat))
+        result.status, result.reason = _status_of_runs(result.runs)
+
+    def _run_profile(self, name: str, repeat: int, base_url: str, tokenizer: str, data_file: Path | None) -> ProfileRun:
+        job, trial = self.job, self.job.trial
+        profile = job.profiles[name]
+        run = ProfileRun(profile=name, repeat=repeat, status=Status.ok, started_at=time.time())
+        run.cache_reset = self._reset_cache(base_url)
+        stem = f"{name}-r{repeat}"
+        report = self.dir / f"{stem}.json"
+        spec = bench_client.scenario_spec(profile, target=base_url, model=trial.model, tokenizer=tokenizer,
+                                          output=report, data_file=data_file)
+        # Hard limit: the profile's own limit plus room for guidellm's start and report.
+        timeout_s = (profile.max_seconds or 3600) + 120
+        outcome = bench_client.run_client(spec, workdir=self.dir, name=stem, timeout_s=timeout_s,
+                                          engine_alive=lambda: self.proc is not None and self.proc.alive())
+        run.finished_at = time.time()
+        if outcome.timed_out:
+            run.status, run.reason = Status.timeout, f"ran past {timeout_s:.0f} s"
+            return run
+        if self.proc is not None and not self.proc.alive():
+            run.status, run.reason = self._engine_failure(
+                Status.engine_crashed, f"engine exited with code {self.proc.poll()} during the run")
+            if run.status in (Status.invalid_flags, Status.port_in_use):
+                run.status = Status.engine_crashed
+            return run
+        try:
+            import json
+
+            raw = json.loads(report.read_text())
+            run.metrics, _ = parse_report(raw, profile.requests)
+            report.write_text(json.dumps(slim_report(raw)))
+            run.report_file = report.name
+        except (OSError, ValueError, ReportError) as exc:
+            run.status = Status.bench_failed
+            run.reason = f"guidellm failed (exit {outcome.returncode}): {exc}; " + tail(outcome.log_path, 3).replace("\n", " | ")
+            return run
+        if run.metrics.success_rate < job.min_success_rate:
+            run.status = Status.low_success_rate
+            run.reason = (f"{run.metrics.successful_requests:.0f} of {run.metrics.total_requests:.0f} requests "
+                          f"succeeded ({run.metrics.success_rate:.1%} < {job.min_success_rate:.0%})")
+        return run
+
+    def _scrub_artifacts(self) -> None:
+        """Engines echo their arguments (and sometimes their environment) into their logs."""
+        if not self._secrets:
+            return
+        for path in self.dir.iterdir():
+            if path.is_file() and path.suffix in {".log", ".txt", ".json"}:
+                text = path.read_text(errors="replace")
+                cleaned = scrub(text, self._secrets)
+                if cleaned != text:
+                    path.write_text(cleaned)
+
+    def stop(self) -> None:
+        with self._lock:
+            if self.proc is not None:
+                self.proc.stop()
+
+
+def _node_ip() -> str | None:
+    try:
+        return ray.util.get_node_ip_address()
+    except Exception:  # not inside Ray
+        return None
+
+
+@ray.remote(max_restarts=0, max_task_retries=0)
+class BenchActor:
+    """One trial on one node: holds the trial's GPUs for as long as its engine runs."""
+
+    def __init__(self, job_json: str):
+        self.job = TrialJob.model_validate_json(job_json)
+        self.runner = TrialRunner(self.job)
+
+    def node(self) -> dict:
+        ctx = ray.get_runtime_context()
+        return {"node_id": ctx.get_node_id(), "pid": os.getpid(),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+
+    def engine_pid(self) -> int | None:
+        return self.runner.proc.pid if self.runner.proc else None
+
+    def run(self) -> str:
+        result = self.runner.run()
+        if self.job.tracking_uri and self.job.parent_run_id:
+            from farm import tracking
+
+            tracking.log_trial(self.job.tracking_uri, self.job.experiment_id, self.job.parent_run_id,
+                               result, Path(result.artifacts_dir))
+        return result.model_dump_json()
+
+    def stop(self) -> None:
+        self.runner.stop()

@@ -1,0 +1,69 @@
+"""`farm`: the command line. It builds a spec, calls an entry point, and prints what came back.
+
+Every user mistake is a `UserError`: one line on stderr naming file, key and reason, exit 2.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from farm.errors import UserError
+
+
+class FarmGroup(click.Group):
+    """Turns `UserError` into one line and exit code 2, wherever it is raised."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            click.echo(f"error: {exc.line()}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+@click.group(cls=FarmGroup)
+@click.version_option(package_name="farm")
+def cli() -> None:
+    """farm: sweep LLM serving configurations over a Ray cluster and recommend one serve command."""
+
+
+@cli.command()
+@click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
+              help="Study YAML (default: configs/qwen3.5-35b-a3b-h200.yaml).")
+@click.option("--grid", required=True, help="Name of a grid in the study (smoke, seed, full, ...).")
+@click.option("--dry-run", is_flag=True, help="Print every trial and its exact command line; start nothing.")
+@click.option("--address", default=None, help="Ray cluster address; default: a local Ray started for the sweep.")
+@click.option("--tracking-uri", default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
+@click.option("--experiment", default=None, help="MLflow experiment; default: the study's.")
+@click.option("--resume", "resume", default=None, metavar="SWEEP_ID", help="Continue this sweep: run only its unfinished trials.")
+@click.option("--repeats", type=click.IntRange(min=1), default=None, help="Runs per trial and profile (default: the study's).")
+@click.option("--workdir", type=click.Path(file_okay=False), default="farm-runs", show_default=True,
+              help="Where engine logs and guidellm reports are written on each node.")
+def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, workdir) -> None:
+    """Expand a grid into trials and benchmark each on its own engine server."""
+    from farm.grid import expand
+    from farm.spec import load_study
+    from farm.sweep_view import print_dry_run
+
+    study = load_study(config)
+    trials = expand(study, grid)
+    if dry_run:
+        print_dry_run(study, grid, trials)
+        return
+    from farm.sweep_view import run_and_report
+
+    argv = "farm " + shlex.join(sys.argv[1:])
+    run_and_report(study, grid, trials, address=address, tracking_uri=tracking_uri, experiment=experiment,
+                   resume=resume, repeats=repeats or study.repeats, workdir=Path(workdir).resolve(), command=argv)
+
+
+def main() -> None:
+    cli(prog_name="farm")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,689 @@
+"""The report: the seed's shape in English (text and markdown), the JSON object, and PNG plots.
+
+`build_report` runs selection and the checks the seed missed (each a warning with a stable code)
+and the throughput-from-totals analysis; the renderers only format what it computed, so text,
+markdown and JSON always tell the same story.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from farm.errors import UserError
+from farm.records import Results, RunRecord
+from farm.select import (
+    METRIC_LABELS,
+    STRATEGIES,
+    ReportWarning,
+    Selection,
+    SelectionSettings,
+    build_table,
+    delta_pct,
+    pct_text,
+    select,
+    serve_command,
+)
+
+# Thresholds of the checks (issue 3, point 6).
+RATE_TOLERANCE = 0.02      # recorded vs recomputed token rate
+TPOT_TOLERANCE = 0.25      # mean TPOT vs what mean latency and TTFT imply
+PEAK_FACTOR = 10.0         # peak output rate vs mean output rate
+
+WARNING_CODES = ("rate_mismatch", "tpot_inconsistent", "peak_implausible", "itl_zero", "single_run",
+                 "local_optimum", "no_baseline")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RateChoice(_Strict):
+    """What one throughput metric would recommend under one strategy."""
+
+    metric: str = Field(description="Metric ranked by.")
+    strategy: str
+    trial: str = Field(description="Label of the trial it recommends.")
+    command: str
+    value: float = Field(description="The trial's value of `metric` on the primary profile.")
+    other_value: float | None = Field(description="The same trial's value of the other metric.")
+
+
+class RateRow(_Strict):
+    """One eligible trial on the primary profile under both metrics."""
+
+    trial: str
+    recorded: float
+    recomputed: float | None
+    recorded_rank: int
+    recomputed_rank: int | None
+
+
+class RateGain(_Strict):
+    """Baseline -> recommendation gain on one profile under both metrics."""
+
+    profile: str
+    recorded_delta_pct: float
+    recomputed_delta_pct: float | None
+    baseline_recorded: float
+    baseline_recomputed: float | None
+    recommended_recorded: float
+    recommended_recomputed: float | None
+
+
+class RateAnalysis(_Strict):
+    """Selection redone with the other token-rate metric: does the conclusion hold?"""
+
+    recorded_metric: str = Field(default="total_tps", description="Metric selection used.")
+    other_metric: str = Field(description="tps_from_totals, or guidellm's mean when farm computed total_tps from totals.")
+    mismatched_runs: int = Field(description=f"Runs whose two rates differ by more than {RATE_TOLERANCE:.0%}.")
+    measured_runs: int
+    worst_mismatch_pct: float | None = Field(description="Largest (recorded - other) / other, in %.")
+    choices: list[RateChoice]
+    primary: list[RateRow]
+    gains: list[RateGain]
+    recommendation_changes: bool = Field(description="The other metric recommends another trial under the same strategy.")
+
+
+class Report(_Strict):
+    """Selection, its warnings and the rate analysis, with the results they came from."""
+
+    title: str
+    selection: Selection
+    warnings: list[ReportWarning]
+    rate_analysis: RateAnalysis | None
+    results: Results
+
+
+# --------------------------------------------------------------------------------------
+# building
+
+
+def other_metric(results: Results) -> str:
+    """The rate to check `total_tps` against.
+
+    A results file like the seed's records its client's figure as `total_tps`: check it against
+    tokens / duration. farm records tokens / duration as `total_tps` and guidellm's own mean
+    beside it: check against that.
+    """
+    if any("guidellm_total_tps_mean" in r.metrics for r in results.records if r.measured):
+        return "guidellm_total_tps_mean"
+    return "tps_from_totals"
+
+
+def build_report(results: Results, settings: SelectionSettings, strategy: str = "best") -> Report:
+    selection = select(results, settings, strategy)
+    rate = rate_analysis(results, settings, selection)
+    warnings = check_warnings(results, selection, rate)
+    models = ", ".join(dict.fromkeys(r.model for r in results.records))
+    return Report(title=f"Throughput optimization of {models}", selection=selection, warnings=warnings,
+                  rate_analysis=rate, results=results)
+
+
+def _choice(results: Results, settings: SelectionSettings, strategy: str, metric: str, other: str) -> RateChoice | None:
+    try:
+        sel = select(results, settings, strategy, metric)
+    except UserError:  # e.g. no step is kept under this metric: then it recommends nothing
+        return None
+    rec = results.trial_records(sel.recommended.trial)
+    primary = [r for r in rec if r.profile == settings.primary_profile and r.measured]
+    values = [v for r in primary if (v := r.metric(other)) is not None]
+    return RateChoice(metric=metric, strategy=strategy, trial=rec[0].label, command=sel.recommended.command,
+                      value=sel.recommended.total_tps, other_value=sum(values) / len(values) if values else None)
+
+
+def _ranks(values: dict[str, float | None]) -> dict[str, int]:
+    order = sorted((k for k, v in values.items() if v is not None), key=lambda k: -values[k])
+    return {k: i + 1 for i, k in enumerate(order)}
+
+
+def rate_analysis(results: Results, settings: SelectionSettings, selection: Selection) -> RateAnalysis | None:
+    other = other_metric(results)
+    pairs = [(r.metrics["total_tps"], r.metric(other)) for r in results.records if r.measured]
+    pairs = [(a, b) for a, b in pairs if b]
+    if not pairs:
+        return None
+    diffs = [(a - b) / b for a, b in pairs]
+    strategies = [selection.strategy] + [s for s in STRATEGIES if s != selection.strategy]
+    choices = [c for s in strategies for m in ("total_tps", other)
+               if (c := _choice(results, settings, s, m, other if m == "total_tps" else "total_tps"))]
+    recorded = build_table(results, "total_tps", settings.min_success_rate)
+    recomputed = build_table(results, other, settings.min_success_rate)
+    cells = [c for c in recorded.on(settings.primary_profile) if c.eligible]
+    rec_values = {c.trial: c.score for c in cells}
+    other_values = {c.trial: recomputed.cells[(c.trial, c.profile)].score for c in cells}
+    r1, r2 = _ranks(rec_values), _ranks(other_values)
+    rows = sorted((RateRow(trial=recorded.first[t].label, recorded=rec_values[t], recomputed=other_values[t],
+                           recorded_rank=r1[t], recomputed_rank=r2.get(t)) for t in rec_values),
+                  key=lambda r: r.recorded_rank)
+    same_strategy = [c for c in choices if c.strategy == selection.strategy]
+    changes = len({c.trial for c in same_strategy}) > 1
+    return RateAnalysis(other_metric=other, mismatched_runs=sum(abs(d) > RATE_TOLERANCE for d in diffs),
+                        measured_runs=len(pairs), worst_mismatch_pct=max(diffs, key=abs) * 100,
+                        choices=choices, primary=rows, gains=_gains(selection, recomputed), recommendation_changes=changes)
+
+
+def _gains(selection: Selection, recomputed) -> list[RateGain]:
+    out = []
+    if selection.baseline is None:
+        return out
+    for row in selection.comparison:
+        b = recomputed.get(selection.baseline.trial, row.profile)
+        r = recomputed.get(selection.recommended.trial, row.profile)
+        b_v, r_v = (b.score if b else None), (r.score if r else None)
+        out.append(RateGain(profile=row.profile, recorded_delta_pct=row.delta_pct,
+                            recomputed_delta_pct=delta_pct(r_v, b_v) if b_v and r_v is not None else None,
+                            baseline_recorded=row.baseline_total_tps, baseline_recomputed=b_v,
+                            recommended_recorded=row.recommended_total_tps, recommended_recomputed=r_v))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# checks the seed missed
+
+
+def _where(rec: RunRecord) -> str:
+    return f"run {rec.id}: " if rec.id != rec.label else ""
+
+
+def _warn(code: str, rec: RunRecord | None, message: str, profile: str | None = None) -> ReportWarning:
+    return ReportWarning(code=code, trial=rec.label if rec else None, profile=rec.profile if rec else profile,
+                         message=(_where(rec) if rec else "") + message)
+
+
+def check_rate(rec: RunRecord) -> list[ReportWarning]:
+    out = []
+    recorded, totals, mean = rec.metrics.get("total_tps"), rec.tps_from_totals, rec.metrics.get("guidellm_total_tps_mean")
+    if totals and abs(recorded - totals) / totals > RATE_TOLERANCE:
+        out.append(_warn("rate_mismatch", rec, f"recorded total throughput {recorded:.2f} tok/s is "
+                         f"{(recorded - totals) / totals * 100:+.2f} % off (input + output tokens) / duration = {totals:.2f} tok/s"))
+    if mean and recorded and abs(mean - recorded) / recorded > RATE_TOLERANCE:
+        out.append(_warn("rate_mismatch", rec, f"guidellm's mean token rate {mean:.2f} tok/s is "
+                         f"{(mean - recorded) / recorded * 100:+.2f} % off total throughput from totals {recorded:.2f} tok/s"))
+    return out
+
+
+def check_tpot(rec: RunRecord, output_tokens: int | None) -> list[ReportWarning]:
+    m = rec.metrics
+    n = rec.output_tokens_per_request or output_tokens
+    if output_tokens is None or not n or n <= 1 or not all(k in m for k in ("latency_mean_s", "ttft_mean_ms", "tpot_mean_ms")):
+        return []
+    implied = (m["latency_mean_s"] * 1000 - m["ttft_mean_ms"]) / (n - 1)
+    if implied <= 0 or abs(m["tpot_mean_ms"] - implied) / implied <= TPOT_TOLERANCE:
+        return []
+    p95 = f"; P95 TPOT {m['tpot_p95_ms']:.2f} ms" if "tpot_p95_ms" in m else ""
+    return [_warn("tpot_inconsistent", rec, f"mean TPOT {m['tpot_mean_ms']:.2f} ms, but (mean latency - mean TTFT) / "
+                  f"(output tokens - 1) = ({m['latency_mean_s'] * 1000:.0f} - {m['ttft_mean_ms']:.0f}) / {n - 1:.0f} = "
+                  f"{implied:.2f} ms ({abs(m['tpot_mean_ms'] - implied) / implied * 100:.0f} % apart){p95}")]
+
+
+def check_peak(rec: RunRecord) -> list[ReportWarning]:
+    peak, mean = rec.metrics.get("peak_output_tps"), rec.metrics.get("output_tps")
+    if peak is None or not mean or peak <= PEAK_FACTOR * mean:
+        return []
+    return [_warn("peak_implausible", rec, f"peak output throughput {peak:,.2f} tok/s is {peak / mean:,.0f} x the mean "
+                  f"output throughput {mean:.2f} tok/s: an artifact of the client's windowing, not a rate")]
+
+
+def check_itl(rec: RunRecord) -> list[ReportWarning]:
+    itl, n = rec.metrics.get("itl_mean_ms"), rec.output_tokens_per_request
+    if itl != 0 or not n or n <= 1:
+        return []
+    return [_warn("itl_zero", rec, f"mean inter-token latency is 0 with {n:.0f} output tokens per request: "
+                  "the client recorded no inter-token latencies")]
+
+
+def check_single_runs(results: Results) -> list[ReportWarning]:
+    runs: dict[tuple[str, str], int] = {}
+    label: dict[str, str] = {}
+    for rec in results.records:
+        if rec.measured:
+            runs[(rec.trial, rec.profile)] = runs.get((rec.trial, rec.profile), 0) + 1
+            label.setdefault(rec.trial, rec.label)
+    single = [key for key, n in runs.items() if n == 1]
+    if not single:
+        return []
+    why = "no difference can be told from run-to-run noise; repeat each trial (study `repeats`, 3 or more)"
+    if len(single) == len(runs):
+        return [ReportWarning(code="single_run", message=f"every trial ran once per profile ({len(runs)} runs): {why}")]
+    out = []
+    for trial in dict.fromkeys(t for t, _ in single):
+        profiles = ", ".join(p for t, p in single if t == trial)
+        out.append(ReportWarning(code="single_run", trial=label[trial], message=f"ran once on {profiles}: {why}"))
+    return out
+
+
+def check_selection(selection: Selection, results: Results) -> list[ReportWarning]:
+    out = []
+    labels = {r.trial: r.label for r in results.records}
+    tps = {t.id: t.total_tps for t in selection.trials if t.profile == selection.primary_profile}
+    if selection.stepwise_trial and selection.stepwise_trial != selection.best_trial:
+        s, b = selection.stepwise_trial, selection.best_trial
+        out.append(ReportWarning(code="local_optimum", trial=labels[s], profile=selection.primary_profile, message=(
+            f"the stepwise replay chooses {labels[s]} ({tps[s]:.2f} tok/s) but the best of what was measured is "
+            f"{labels[b]} ({tps[b]:.2f} tok/s, {delta_pct(tps[b], tps[s]):+.2f} %)")))
+    if selection.baseline is None:
+        out.append(ReportWarning(code="no_baseline", message=(
+            "no engine-default trial (required flags only) was measured: there is nothing to compare the "
+            "recommendation with; name one with --baseline")))
+    return out
+
+
+def check_rate_conclusion(rate: RateAnalysis | None, selection: Selection) -> list[ReportWarning]:
+    if rate is None or not rate.recommendation_changes:
+        return []
+    mine = [c for c in rate.choices if c.strategy == selection.strategy]
+    recorded = next(c for c in mine if c.metric == "total_tps")
+    other = next(c for c in mine if c.metric != "total_tps")
+    return [ReportWarning(code="rate_mismatch", profile=selection.primary_profile, message=(
+        f"ranked by {METRIC_LABELS[other.metric]}, the recommendation is {other.trial} ({other.value:.2f} tok/s; "
+        f"{other.other_value:.2f} as recorded), not {recorded.trial} ({recorded.other_value:.2f} tok/s; "
+        f"{recorded.value:.2f} as recorded): `{other.command}`"))]
+
+
+def check_warnings(results: Results, selection: Selection, rate: RateAnalysis | None = None) -> list[ReportWarning]:
+    """Every check of issue 3 point 6 over every run, then the study-level ones."""
+    out: list[ReportWarning] = []
+    for rec in results.records:
+        if not rec.measured:
+            continue
+        profile = results.profiles.get(rec.profile)
+        out += check_rate(rec)
+        out += check_tpot(rec, profile.output_tokens if profile else None)
+        out += check_peak(rec)
+        out += check_itl(rec)
+    out += check_rate_conclusion(rate, selection)
+    out += check_single_runs(results)
+    out += check_selection(selection, results)
+    return sorted(out, key=lambda w: WARNING_CODES.index(w.code) if w.code in WARNING_CODES else len(WARNING_CODES))
+
+
+# --------------------------------------------------------------------------------------
+# JSON
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The object of `farm analyze --format json` (issue 3 point 3, plus the tables behind it)."""
+    sel = report.selection
+    rec = sel.recommended
+    trials = [t.model_dump(include={"id", "name", "engine", "model", "flags", "profile", "total_tps", "tps_from_totals",
+                                    "tpot_mean_ms", "success_rate", "repeats", "runs", "eligible", "reason"})
+              for t in sel.trials]
+    return {
+        "source": report.results.source,
+        "strategy": sel.strategy,
+        "metric": sel.metric,
+        "primary_profile": sel.primary_profile,
+        "min_success_rate": sel.min_success_rate,
+        "recommended": {"command": rec.command, "trial": rec.trial, "name": rec.name, "engine": rec.engine,
+                        "model": rec.model, "flags": rec.flags, "total_tps": rec.total_tps},
+        "baseline": sel.baseline.model_dump() if sel.baseline else None,
+        "best_trial": sel.best_trial,
+        "stepwise_trial": sel.stepwise_trial,
+        "trials": trials,
+        "comparison": [r.model_dump() for r in sel.comparison],
+        "unmeasured": [u.model_dump() for u in sel.unmeasured],
+        "engines": [e.model_dump() for e in sel.engines],
+        "engine_lead": sel.engine_lead.model_dump() if sel.engine_lead else None,
+        "steps": [s.model_dump() for s in sel.steps],
+        "warnings": [w.model_dump(include={"code", "trial", "profile", "message"}) for w in report.warnings],
+        "rate_analysis": report.rate_analysis.model_dump() if report.rate_analysis else None,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# text and markdown
+
+
+def _num(x: float | None, fmt: str = ".2f") -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
+def _signed(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.2f} %"
+
+
+class _Doc:
+    """The few constructs the report uses, in text or markdown."""
+
+    def __init__(self, markdown: bool):
+        self.md = markdown
+        self.lines: list[str] = []
+
+    def title(self, text: str) -> None:
+        self.lines += [f"# {text}" if self.md else text, "" if self.md else "=" * len(text), ""]
+
+    def h(self, text: str) -> None:
+        self.lines += [f"## {text}" if self.md else text, "" if self.md else "-" * len(text), ""]
+
+    def h3(self, text: str) -> None:
+        self.lines += [f"### {text}" if self.md else f"{text}:", ""]
+
+    def p(self, text: str) -> None:
+        self.lines += [text, ""]
+
+    def code(self, text: str) -> None:
+        body = text.splitlines()
+        self.lines += (["```", *body, "```"] if self.md else ["    " + line for line in body]) + [""]
+
+    def items(self, items: list[str]) -> None:
+        self.lines += [f"- {i}" for i in items] + [""]
+
+    def table(self, head: list[str], rows: list[list[str]]) -> None:
+        if not rows:
+            return
+        if self.md:
+            esc = lambda c: c.replace("|", "\\|")  # noqa: E731 - flag values can hold pipes
+            self.lines += ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
+            self.lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+        else:
+            widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+            fmt = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+            self.lines += [fmt(head), fmt(["-" * w for w in widths]), *[fmt(r) for r in rows]]
+        self.lines.append("")
+
+    def tick(self, text: str) -> str:
+        return f"`{text}`" if self.md else text
+
+    def text(self) -> str:
+        return "\n".join(self.lines).rstrip() + "\n"
+
+
+def pretty_command(command: str) -> str:
+    """One flag per line, as the seed prints its serve command."""
+    try:
+        args = shlex.split(command)
+    except ValueError:
+        return command
+    head = [a for a in args[: next((i for i, a in enumerate(args) if a.startswith("--")), len(args))]]
+    flags = args[len(head):]
+    return " \\\n    ".join([shlex.join(head)] + [shlex.quote(f) for f in flags])
+
+
+def _conclusion(doc: _Doc, report: Report) -> None:
+    sel = report.selection
+    rec = sel.recommended
+    how = ("the global best of what was measured" if sel.strategy == "best"
+           else f"the stepwise replay of grid `{sel.step_grid}`" if doc.md else f"the stepwise replay of grid {sel.step_grid}")
+    doc.h("Conclusion")
+    doc.p(f"Recommended configuration ({how}: highest {METRIC_LABELS[sel.metric]} on the {doc.tick(sel.primary_profile)} "
+          f"profile among trials with a success rate of at least {pct_text(sel.min_success_rate)}; "
+          f"trial {doc.tick(rec.name or rec.trial)}):")
+    doc.code(pretty_command(rec.command))
+    if sel.baseline is None:
+        doc.p("No baseline: no engine-default trial was measured.")
+    else:
+        b = sel.baseline
+        doc.p(f"Benchmarks before and after (baseline {doc.tick(b.name or b.trial)}: {b.engine} {b.model} "
+              f"{' '.join(b.flags) or 'without flags'}):")
+        doc.table(["Profile", "Baseline total TPS", "Baseline mean TPOT (ms)", "Recommended total TPS", "Delta",
+                   "Recommended mean TPOT (ms)"],
+                  [[r.profile, _num(r.baseline_total_tps), _num(r.baseline_tpot_mean_ms), _num(r.recommended_total_tps),
+                    _signed(r.delta_pct), _num(r.recommended_tpot_mean_ms)] for r in sel.comparison])
+        notes = [f"{r.profile}: {r.note}" for r in sel.comparison if r.note]
+        notes += [f"{u.profile}: the {u.role} trial {doc.tick(u.trial)} has no number here: {u.reason}"
+                  for u in sel.unmeasured]
+        if notes:
+            doc.items(notes)
+    counts: dict[str, int] = {}
+    for w in report.warnings:
+        counts[w.code] = counts.get(w.code, 0) + 1
+    if counts:
+        doc.p("Before trusting these numbers, see the checks below: "
+              + ", ".join(f"{doc.tick(c)} x{n}" for c, n in counts.items()) + ".")
+
+
+def _checks(doc: _Doc, report: Report) -> None:
+    doc.h("Checks")
+    if not report.warnings:
+        doc.p("No check failed.")
+        return
+    for code in dict.fromkeys(w.code for w in report.warnings):
+        doc.h3(code)
+        doc.items([(f"{doc.tick(w.trial)}" + (f" ({w.profile})" if w.profile else "") + ": " if w.trial else
+                    (f"({w.profile}) " if w.profile else "")) + w.message for w in report.warnings if w.code == code])
+
+
+def _rates(doc: _Doc, report: Report) -> None:
+    rate = report.rate_analysis
+    if rate is None:
+        return
+    sel = report.selection
+    other = METRIC_LABELS[rate.other_metric]
+    doc.h("Throughput: recorded vs " + other)
+    doc.p(f"{rate.mismatched_runs} of {rate.measured_runs} runs have a recorded total throughput more than "
+          f"{RATE_TOLERANCE:.0%} away from {other} (largest: {rate.worst_mismatch_pct:+.2f} %).")
+    doc.p(f"Eligible trials on {doc.tick(sel.primary_profile)} under both metrics:")
+    doc.table(["Trial", "Total TPS recorded", "Rank", other, "Rank"],
+              [[r.trial, _num(r.recorded), str(r.recorded_rank), _num(r.recomputed), str(r.recomputed_rank or "n/a")]
+               for r in rate.primary])
+    doc.p("What each metric recommends:")
+    doc.table(["Metric", "Strategy", "Trial", "Value", "Other metric", "Command"],
+              [[METRIC_LABELS[c.metric], c.strategy, c.trial, _num(c.value), _num(c.other_value), doc.tick(c.command)]
+               for c in rate.choices])
+    mine = [c for c in rate.choices if c.strategy == sel.strategy]
+    if rate.recommendation_changes:
+        doc.p(f"The conclusion depends on the metric: ranked by {other}, {sel.strategy} recommends "
+              f"{doc.tick(mine[1].trial)} instead of {doc.tick(mine[0].trial)}.")
+    else:
+        doc.p(f"Both metrics lead {sel.strategy} to the same trial.")
+    if rate.gains:
+        doc.p("Gain of the recommendation over the baseline under each metric:")
+        doc.table(["Profile", "Recorded", other, "Baseline (recorded / other)", "Recommended (recorded / other)"],
+                  [[g.profile, _signed(g.recorded_delta_pct), _signed(g.recomputed_delta_pct),
+                    f"{_num(g.baseline_recorded)} / {_num(g.baseline_recomputed)}",
+                    f"{_num(g.recommended_recorded)} / {_num(g.recommended_recomputed)}"] for g in rate.gains])
+
+
+def _conditions(doc: _Doc, report: Report) -> None:
+    res = report.results
+    doc.h("Conditions")
+    facts = [f"Source: {res.source}"]
+    if res.engine_versions:
+        facts.append("Engines: " + ", ".join(f"{e} {v}" for e, v in res.engine_versions.items()))
+    doc.items(facts)
+    doc.table(["Profile", "Dataset", "Input tokens", "Output tokens", "Request rate", "Total requests"],
+              [[name, p.dataset or "", str(p.input_tokens or ""), str(p.output_tokens or ""),
+                _num(p.request_rate, "g") if p.request_rate else "", str(p.total_requests)]
+               for name, p in res.profiles.items()])
+
+
+def _engines(doc: _Doc, report: Report) -> None:
+    sel = report.selection
+    if not sel.engines:
+        return
+    doc.h(f"Engines on defaults ({sel.engine_comparison_profile})")
+    doc.table(["Engine", "Trial", "Model", "Total TPS", "Mean TPOT (ms)", "Eligible"],
+              [[e.engine, e.trial, e.model, _num(e.total_tps), _num(e.tpot_mean_ms), "yes" if e.eligible else "no"]
+               for e in sel.engines])
+    lead = sel.engine_lead
+    if lead:
+        line = (f"{lead.leader} is faster than {lead.runner_up} by {lead.total_tps_ahead:,.2f} tok/s "
+                f"({lead.total_tps_ahead_pct:.1f} %)")
+        if lead.tpot_lower_pct is not None:
+            rows = {e.engine: e for e in sel.engines}
+            line += (f"; mean TPOT {rows[lead.leader].tpot_mean_ms:.2f} ms vs {rows[lead.runner_up].tpot_mean_ms:.2f} ms, "
+                     f"{lead.tpot_lower_ms:.2f} ms lower ({lead.tpot_lower_pct:.2f} %)")
+        doc.p(line + ".")
+
+
+def _steps(doc: _Doc, report: Report) -> None:
+    sel = report.selection
+    if not sel.steps:
+        return
+    doc.h(f"Optimization steps (grid {sel.step_grid}, {sel.primary_profile})")
+    doc.table(["Step", "Builds on", "Adds", "Total TPS", "vs step before", "vs baseline", "Verdict"],
+              [[s.step, s.after or "", _adds(s, doc), _num(s.total_tps), _signed(s.delta_pct),
+                _signed(s.delta_vs_baseline_pct), f"{s.verdict}: {s.reason}" if s.reason else s.verdict]
+               for s in sel.steps])
+
+
+def _adds(step, doc: _Doc) -> str:
+    parts = (["another model"] if step.model_changed else []) + [doc.tick(f) for f in step.added_flags]
+    return ", ".join(parts) or ("engine defaults" if step.after is None else "")
+
+
+def _trials(doc: _Doc, report: Report) -> None:
+    sel = report.selection
+    doc.h("Trials")
+    doc.table(["Trial", "Engine", "Model", "Profile", "Runs", "Total TPS", "From totals", "Mean TPOT (ms)",
+               "Success", "Eligible"],
+              [[t.name or t.id, t.engine, t.model, t.profile, str(len(t.runs)), _num(t.total_tps), _num(t.tps_from_totals),
+                _num(t.tpot_mean_ms), pct_text(t.success_rate) if t.success_rate is not None else "n/a",
+                "yes" if t.eligible else f"no: {t.reason}"] for t in sel.trials])
+
+
+# The seed's "Serving Benchmark Result" block: (metric, label, format); None starts a section.
+_BLOCK: list[tuple[str | None, str, str]] = [
+    ("successful_requests", "Successful requests:", ".0f"),
+    ("max_concurrency", "Maximum request concurrency:", ".0f"),
+    ("duration_s", "Benchmark duration (s):", ".2f"),
+    ("total_input_tokens", "Total input tokens:", ".0f"),
+    ("total_output_tokens", "Total generated tokens:", ".0f"),
+    ("request_throughput", "Request throughput (req/s):", ".2f"),
+    ("output_tps", "Output token throughput (tok/s):", ".2f"),
+    ("peak_output_tps", "Peak output token throughput (tok/s):", ".2f"),
+    ("peak_concurrency", "Peak concurrent requests:", ".2f"),
+    ("total_tps", "Total Token throughput (tok/s):", ".2f"),
+    ("guidellm_total_tps_mean", "guidellm mean token rate (tok/s):", ".2f"),
+    (None, "Latency", ""),
+    ("latency_mean_s", "Mean Latency(s):", ".2f"),
+    ("latency_median_s", "Median Latency(s):", ".2f"),
+    ("latency_p95_s", "P95 Latency(s):", ".2f"),
+    ("latency_p99_s", "P99 Latency(s):", ".2f"),
+    (None, "Time to First Token", ""),
+    ("ttft_mean_ms", "Mean TTFT (ms):", ".2f"),
+    ("ttft_median_ms", "Median TTFT (ms):", ".2f"),
+    ("ttft_p95_ms", "P95 TTFT (ms):", ".2f"),
+    ("ttft_p99_ms", "P99 TTFT (ms):", ".2f"),
+    (None, "Time per Output Token (excl. 1st token)", ""),
+    ("tpot_mean_ms", "Mean TPOT (ms):", ".2f"),
+    ("tpot_median_ms", "Median TPOT (ms):", ".2f"),
+    ("tpot_p95_ms", "P95 TPOT (ms):", ".2f"),
+    ("tpot_p99_ms", "P99 TPOT (ms):", ".2f"),
+    (None, "Inter-token Latency", ""),
+    ("itl_mean_ms", "Mean ITL (ms):", ".2f"),
+    ("itl_median_ms", "Median ITL (ms):", ".2f"),
+    ("itl_p95_ms", "P95 ITL (ms):", ".2f"),
+    ("itl_p99_ms", "P99 ITL (ms):", ".2f"),
+]
+
+
+def benchmark_block(rec: RunRecord) -> str:
+    """One run in the seed's "Serving Benchmark Result" layout; metrics it lacks are left out, not invented."""
+    lines = [" Serving Benchmark Result ".center(50, "=")]
+    if not rec.measured:
+        lines.append(f"status: {rec.status.value}" + (f" ({rec.reason})" if rec.reason else ""))
+    for key, label, fmt in _BLOCK:
+        if key is None:
+            lines.append(label.center(50, "-"))
+        elif key in rec.metrics:
+            lines.append(f"{label:<41}{format(rec.metrics[key], fmt)}")
+    lines.append("=" * 50)
+    return "\n".join(lines)
+
+
+def _runs(doc: _Doc, report: Report) -> None:
+    doc.h("Runs")
+    for rec in report.results.records:
+        doc.h3(f"{rec.id} ({rec.label}, {rec.profile}" + (f", repeat {rec.repeat}" if rec.repeat else "") + ")")
+        doc.p(f"{rec.engine} {rec.model}, backend parameters:")
+        doc.code("\n".join(rec.flags) or "(none)")
+        doc.code(benchmark_block(rec))
+
+
+def render(report: Report, fmt: str = "text") -> str:
+    """`text` or `markdown` (markdown adds each run's Serving Benchmark Result block)."""
+    if fmt not in ("text", "markdown"):
+        raise UserError(f"unknown report format '{fmt}' (text, markdown, json)", key="--format")
+    doc = _Doc(markdown=fmt == "markdown")
+    doc.title(report.title)
+    sections: list[Callable[[_Doc, Report], None]] = [_conclusion, _checks, _rates, _conditions, _engines, _steps, _trials]
+    for section in sections + ([_runs] if doc.md else []):
+        section(doc, report)
+    if not doc.md:
+        doc.p("(--format markdown adds each run's Serving Benchmark Result block.)")
+    return doc.text()
+
+
+# --------------------------------------------------------------------------------------
+# plots
+
+
+def _profile_rows(report: Report) -> dict[str, list]:
+    rows: dict[str, list] = {}
+    for t in report.selection.trials:
+        if t.total_tps is not None:
+            rows.setdefault(t.profile, []).append(t)
+    return rows
+
+
+def _style(report: Report, trial) -> tuple[str, str]:
+    sel = report.selection
+    if trial.id == sel.recommended.trial:
+        return "tab:green", "recommended"
+    if sel.baseline and trial.id == sel.baseline.trial:
+        return "tab:blue", "baseline"
+    return ("tab:gray", "other") if trial.eligible else ("lightgray", "not eligible")
+
+
+def _figure(rows: int, height: float):
+    # The object API with the Agg canvas: no pyplot, no global backend switch, no display needed.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, max(2.5, height)), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(rows, 1, squeeze=False)[:, 0]
+
+
+def plot_throughput(report: Report, path: Path) -> Path:
+    rows = _profile_rows(report)
+    fig, axes = _figure(len(rows), sum(0.35 * len(v) + 0.9 for v in rows.values()))
+    for ax, (profile, trials) in zip(axes, rows.items()):
+        labels = [t.name or t.id for t in trials]
+        styles = [_style(report, t) for t in trials]
+        bars = ax.barh(labels, [t.total_tps for t in trials], color=[c for c, _ in styles],
+                       hatch=[("//" if not t.eligible else "") for t in trials])
+        ax.bar_label(bars, fmt="%.0f", padding=3, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(profile, fontsize=10, loc="left")
+        ax.set_xlabel("total token throughput (tok/s)", fontsize=8)
+        ax.tick_params(labelsize=8)
+        ax.margins(x=0.15)
+    fig.suptitle("Total token throughput per profile and trial (green: recommended, blue: baseline, hatched: not eligible)",
+                 fontsize=9)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def plot_tps_vs_tpot(report: Report, path: Path) -> Path:
+    rows = {p: [t for t in ts if t.tpot_mean_ms is not None] for p, ts in _profile_rows(report).items()}
+    rows = {p: ts for p, ts in rows.items() if ts}
+    fig, axes = _figure(max(1, len(rows)), 3.2 * max(1, len(rows)))
+    for ax, (profile, trials) in zip(axes, rows.items()):
+        for t in trials:
+            color, _ = _style(report, t)
+            ax.scatter(t.tpot_mean_ms, t.total_tps, color=color, marker="o" if t.eligible else "x")
+            ax.annotate(t.name or t.id, (t.tpot_mean_ms, t.total_tps), fontsize=7, xytext=(4, 3), textcoords="offset points")
+        ax.set_title(profile, fontsize=10, loc="left")
+        ax.set_xlabel("mean TPOT (ms)", fontsize=8)
+        ax.set_ylabel("total tok/s", fontsize=8)
+        ax.tick_params(labelsize=8)
+        ax.margins(0.2)
+    fig.suptitle("Throughput against mean TPOT (up and left is better; x: not eligible)", fontsize=9)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def write_plots(report: Report, directory: str | Path) -> list[Path]:
+    """Write the report's PNG plots into `directory`; returns their paths."""
+    out = Path(directory)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create the plot directory: {exc.strerror}", file=str(out)) from None
+    return [plot_throughput(report, out / "total_tps_by_profile.png"), plot_tps_vs_tpot(report, out / "tps_vs_tpot.png")]

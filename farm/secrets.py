@@ -1,0 +1,41 @@
+"""Secrets (tokens, API keys) reach the engine but never MLflow, reports or logs."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+from farm.engines.base import SECRET_MASK
+
+# Always treated as secret, whatever the study says.
+SECRET_ENV_NAMES = frozenset({
+    "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN", "OPENAI_API_KEY", "VLLM_API_KEY",
+    "SGLANG_API_KEY", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "RAY_AUTH_TOKEN",
+})
+_SECRETISH = re.compile(r"(TOKEN|SECRET|PASSWORD|API_KEY|APIKEY)$", re.IGNORECASE)
+
+
+def is_secret_env(name: str, declared: Iterable[str] = ()) -> bool:
+    return name in SECRET_ENV_NAMES or name in set(declared) or bool(_SECRETISH.search(name))
+
+
+def secret_values(env: dict[str, str], declared_env: Iterable[str], flags: dict[str, Any],
+                  secret_flags: Iterable[str]) -> list[str]:
+    """Every secret value in an engine's environment and flags (short values are not scrubbed:
+    masking '1' everywhere would destroy the log without protecting anything)."""
+    declared = set(declared_env)
+    values = [v for k, v in env.items() if is_secret_env(k, declared)]
+    names = set(secret_flags)
+    values += [str(v) for k, v in flags.items() if k in names and v not in (None, True, False)]
+    return sorted({v for v in values if len(v) >= 6}, key=len, reverse=True)
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    for value in secrets:
+        text = text.replace(value, SECRET_MASK)
+    return text
+
+
+def redact_flags(flags: dict[str, Any], secret_flags: Iterable[str]) -> dict[str, Any]:
+    names = set(secret_flags)
+    return {k: (SECRET_MASK if k in names and v not in (None, False, True) else v) for k, v in flags.items()}

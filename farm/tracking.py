@@ -1,0 +1,189 @@
+"""MLflow: parent run = sweep, child run = trial.
+
+Child runs are written by the actor that ran the trial, as soon as it finishes (artifacts go
+over HTTP to a shared server on a cluster), so every finished trial is in MLflow even if the
+driver dies later. Each child carries the full `TrialResult` as `result.json`, from which
+`farm report` and `--resume` rebuild the sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+
+from farm.results import FINISHED, Status, TrialResult
+from farm.spec import Study
+from farm.trial import Trial
+
+# Progress bars for every artifact download would drown the sweep's own output.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+KIND_TAG = "farm.kind"
+SWEEP_TAG = "farm.sweep_id"
+TRIAL_TAG = "farm.trial_id"
+STATUS_TAG = "farm.status"
+PARENT_TAG = "mlflow.parentRunId"
+METRICS = ("total_tps", "output_tps", "request_throughput", "success_rate", "duration_s",
+           "ttft_mean_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_mean_ms", "tpot_p95_ms", "itl_mean_ms",
+           "latency_mean_s", "latency_p95_s", "guidellm_total_tps_mean", "successful_requests",
+           "total_input_tokens", "total_output_tokens")
+
+
+def default_tracking_uri() -> str:
+    """MLflow's own default: a SQLite store in the working directory, no server needed."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def client(uri: str) -> MlflowClient:
+    return MlflowClient(tracking_uri=uri)
+
+
+def experiment_id(uri: str, name: str) -> str:
+    c = client(uri)
+    exp = c.get_experiment_by_name(name)
+    return exp.experiment_id if exp else c.create_experiment(name)
+
+
+def start_sweep(uri: str, experiment: str, study: Study, grid: str, trials: list[Trial], *,
+                command: str, repeats: int) -> tuple[str, str]:
+    """Create the parent run; returns (experiment id, sweep id = run id)."""
+    c = client(uri)
+    exp_id = experiment_id(uri, experiment)
+    run = c.create_run(exp_id, run_name=f"{study.name}:{grid}", tags={
+        KIND_TAG: "sweep", "farm.study": study.name, "farm.grid": grid, STATUS_TAG: "running",
+    })
+    sweep_id = run.info.run_id
+    c.log_batch(sweep_id, params=[
+        Param("study", study.name), Param("grid", grid), Param("trials", str(len(trials))),
+        Param("profiles", ",".join(study.grid_profiles(grid))), Param("repeats", str(repeats)),
+        Param("primary_profile", study.grid_primary_profile(grid)), Param("command", command[:6000]),
+    ], tags=[RunTag(SWEEP_TAG, sweep_id)])
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "study.yaml").write_text(yaml.safe_dump(study.model_dump(mode="json"), sort_keys=False))
+        (Path(tmp) / "trials.json").write_text(json.dumps([t.model_dump(mode="json") for t in trials], indent=1))
+        c.log_artifacts(sweep_id, tmp, "sweep")
+    return exp_id, sweep_id
+
+
+def get_sweep(uri: str, sweep_id: str):
+    """The parent run of a sweep, or None."""
+    try:
+        run = client(uri).get_run(sweep_id)
+    except Exception:  # MLflow raises its own error type for an unknown id
+        return None
+    return run if run.data.tags.get(KIND_TAG) == "sweep" else None
+
+
+def reopen_sweep(uri: str, sweep_id: str) -> None:
+    c = client(uri)
+    c.update_run(sweep_id, status="RUNNING")
+    c.set_tag(sweep_id, STATUS_TAG, "running")
+
+
+def finish_sweep(uri: str, sweep_id: str, status: str, files: list[Path] | None = None) -> None:
+    """status: 'finished', 'killed' or 'failed' (MLflow's run status follows)."""
+    c = client(uri)
+    for path in files or []:
+        if path.is_dir():
+            c.log_artifacts(sweep_id, str(path), "report")
+        elif path.is_file():
+            c.log_artifact(sweep_id, str(path), "report")
+    c.set_tag(sweep_id, STATUS_TAG, status)
+    c.set_terminated(sweep_id, status={"finished": "FINISHED", "killed": "KILLED"}.get(status, "FAILED"))
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.fmean(values)
+
+
+def trial_metrics(result: TrialResult) -> list[Metric]:
+    now = int(time.time() * 1000)
+    out: list[Metric] = []
+    for profile in result.trial.profiles:
+        runs = [r for r in result.runs_of(profile) if r.metrics is not None]
+        for name in METRICS:
+            values = [getattr(r.metrics, name) for r in runs if getattr(r.metrics, name) is not None]
+            if not values:
+                continue
+            out.append(Metric(f"{profile}/{name}", _mean(values), now, 0))
+            if len(values) > 1:
+                out += [Metric(f"{profile}/runs/{name}", v, now, r.repeat)
+                        for r, v in zip(runs, values)]
+    return out
+
+
+def log_trial(uri: str, exp_id: str | None, sweep_id: str, result: TrialResult, artifacts_dir: Path | None) -> str:
+    """One child run with params, tags, metrics and artifacts; returns its run id."""
+    c = client(uri)
+    exp_id = exp_id or c.get_run(sweep_id).info.experiment_id
+    trial = result.trial
+    run = c.create_run(exp_id, run_name=trial.label, start_time=int((result.started_at or time.time()) * 1000), tags={
+        PARENT_TAG: sweep_id, KIND_TAG: "trial", SWEEP_TAG: sweep_id, TRIAL_TAG: trial.id,
+        STATUS_TAG: result.status.value, "farm.engine": trial.engine, "farm.node": result.node or "",
+        "farm.gpus": ",".join(result.gpus), "farm.engine_version": result.engine_version or "",
+        "farm.attempt": str(result.attempt),
+    })
+    run_id = run.info.run_id
+    params = [Param("engine", trial.engine), Param("model", trial.model), Param("trial_id", trial.id),
+              Param("gpus", str(trial.gpus)), Param("profiles", ",".join(trial.profiles))]
+    if trial.name:
+        params.append(Param("name", trial.name))
+    params += [Param(f"flag.{k}", json.dumps(v) if isinstance(v, (dict, list)) else str(v))
+               for k, v in trial.all_flags.items()]
+    tags = []
+    if result.reason:
+        tags.append(RunTag("farm.reason", result.reason[:5000]))
+    c.log_batch(run_id, metrics=trial_metrics(result), params=params, tags=tags)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "result.json").write_text(result.model_dump_json(indent=1))
+        (Path(tmp) / "command.txt").write_text(result.serve_command + "\n")
+        c.log_artifacts(run_id, tmp)
+    if artifacts_dir and Path(artifacts_dir).is_dir():
+        c.log_artifacts(run_id, str(artifacts_dir), "files")
+    end = int((result.finished_at or time.time()) * 1000)
+    c.set_terminated(run_id, status="FINISHED" if result.status == Status.ok else "FAILED", end_time=end)
+    return run_id
+
+
+def trial_runs(uri: str, sweep_id: str) -> list:
+    """All child runs of a sweep."""
+    c = client(uri)
+    exp_id = c.get_run(sweep_id).info.experiment_id
+    return c.search_runs([exp_id], filter_string=f"tags.`{PARENT_TAG}` = '{sweep_id}'", max_results=50000)
+
+
+def finished_trial_ids(uri: str, sweep_id: str) -> set[str]:
+    """Trials of this sweep that have a final answer (resume does not run them again)."""
+    finished = {s.value for s in FINISHED}
+    return {r.data.tags.get(TRIAL_TAG) for r in trial_runs(uri, sweep_id)
+            if r.data.tags.get(STATUS_TAG) in finished}
+
+
+def load_results(uri: str, sweep_id: str) -> list[TrialResult]:
+    """Every trial result of a sweep, from the `result.json` artifacts (latest attempt wins)."""
+    c = client(uri)
+    by_trial: dict[str, TrialResult] = {}
+    for run in sorted(trial_runs(uri, sweep_id), key=lambda r: r.info.start_time or 0):
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                path = c.download_artifacts(run.info.run_id, "result.json", tmp)
+            except Exception:  # a run logged without its result (older schema, interrupted upload)
+                continue
+            result = TrialResult.model_validate_json(Path(path).read_text())
+        by_trial[result.trial.id] = result
+    return sorted(by_trial.values(), key=lambda r: r.trial.index)
+
+
+def load_study_snapshot(uri: str, sweep_id: str) -> Study:
+    c = client(uri)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = c.download_artifacts(sweep_id, "sweep/study.yaml", tmp)
+        return Study.model_validate(yaml.safe_load(Path(path).read_text()))
