@@ -25,7 +25,6 @@ from farm.select import (
     delta_pct,
     pct_text,
     select,
-    serve_command,
 )
 
 # Thresholds of the checks (issue 3, point 6).
@@ -194,15 +193,20 @@ def _warn(code: str, rec: RunRecord | None, message: str, profile: str | None = 
                          message=(_where(rec) if rec else "") + message)
 
 
+def _apart(value: float, reference: float) -> str:
+    d = (value - reference) / reference * 100
+    return f"{abs(d):.2f} % {'above' if d > 0 else 'below'}"
+
+
 def check_rate(rec: RunRecord) -> list[ReportWarning]:
     out = []
     recorded, totals, mean = rec.metrics.get("total_tps"), rec.tps_from_totals, rec.metrics.get("guidellm_total_tps_mean")
     if totals and abs(recorded - totals) / totals > RATE_TOLERANCE:
         out.append(_warn("rate_mismatch", rec, f"recorded total throughput {recorded:.2f} tok/s is "
-                         f"{(recorded - totals) / totals * 100:+.2f} % off (input + output tokens) / duration = {totals:.2f} tok/s"))
+                         f"{_apart(recorded, totals)} (input + output tokens) / duration = {totals:.2f} tok/s"))
     if mean and recorded and abs(mean - recorded) / recorded > RATE_TOLERANCE:
         out.append(_warn("rate_mismatch", rec, f"guidellm's mean token rate {mean:.2f} tok/s is "
-                         f"{(mean - recorded) / recorded * 100:+.2f} % off total throughput from totals {recorded:.2f} tok/s"))
+                         f"{_apart(mean, recorded)} the total throughput from totals, {recorded:.2f} tok/s"))
     return out
 
 
@@ -276,8 +280,10 @@ def check_rate_conclusion(rate: RateAnalysis | None, selection: Selection) -> li
     if rate is None or not rate.recommendation_changes:
         return []
     mine = [c for c in rate.choices if c.strategy == selection.strategy]
-    recorded = next(c for c in mine if c.metric == "total_tps")
-    other = next(c for c in mine if c.metric != "total_tps")
+    recorded = next((c for c in mine if c.metric == "total_tps"), None)
+    other = next((c for c in mine if c.metric != "total_tps"), None)
+    if recorded is None or other is None:
+        return []
     return [ReportWarning(code="rate_mismatch", profile=selection.primary_profile, message=(
         f"ranked by {METRIC_LABELS[other.metric]}, the recommendation is {other.trial} ({other.value:.2f} tok/s; "
         f"{other.other_value:.2f} as recorded), not {recorded.trial} ({recorded.other_value:.2f} tok/s; "
@@ -354,10 +360,10 @@ class _Doc:
         self.lines: list[str] = []
 
     def title(self, text: str) -> None:
-        self.lines += [f"# {text}" if self.md else text, "" if self.md else "=" * len(text), ""]
+        self.lines += [f"# {text}", ""] if self.md else [text, "=" * len(text), ""]
 
     def h(self, text: str) -> None:
-        self.lines += [f"## {text}" if self.md else text, "" if self.md else "-" * len(text), ""]
+        self.lines += [f"## {text}", ""] if self.md else [text, "-" * len(text), ""]
 
     def h3(self, text: str) -> None:
         self.lines += [f"### {text}" if self.md else f"{text}:", ""]
@@ -428,6 +434,13 @@ def _conclusion(doc: _Doc, report: Report) -> None:
                   for u in sel.unmeasured]
         if notes:
             doc.items(notes)
+    rate = report.rate_analysis
+    if rate and rate.recommendation_changes:
+        mine = {c.metric: c for c in rate.choices if c.strategy == sel.strategy}
+        other, recorded = mine[rate.other_metric], mine["total_tps"]
+        doc.p(f"Ranked by {METRIC_LABELS[rate.other_metric]} instead, the recommendation would be {doc.tick(other.trial)} "
+              f"({other.value:.2f} tok/s against {_num(recorded.other_value)} for {doc.tick(recorded.trial)}): "
+              f"{doc.tick(other.command)}; see \"Throughput: recorded vs {METRIC_LABELS[rate.other_metric]}\".")
     counts: dict[str, int] = {}
     for w in report.warnings:
         counts[w.code] = counts.get(w.code, 0) + 1
@@ -455,7 +468,7 @@ def _rates(doc: _Doc, report: Report) -> None:
     other = METRIC_LABELS[rate.other_metric]
     doc.h("Throughput: recorded vs " + other)
     doc.p(f"{rate.mismatched_runs} of {rate.measured_runs} runs have a recorded total throughput more than "
-          f"{RATE_TOLERANCE:.0%} away from {other} (largest: {rate.worst_mismatch_pct:+.2f} %).")
+          f"{RATE_TOLERANCE * 100:.0f} % away from {other} (largest: {rate.worst_mismatch_pct:+.2f} %).")
     doc.p(f"Eligible trials on {doc.tick(sel.primary_profile)} under both metrics:")
     doc.table(["Trial", "Total TPS recorded", "Rank", other, "Rank"],
               [[r.trial, _num(r.recorded), str(r.recorded_rank), _num(r.recomputed), str(r.recomputed_rank or "n/a")]
@@ -665,10 +678,14 @@ def plot_tps_vs_tpot(report: Report, path: Path) -> Path:
     rows = {p: ts for p, ts in rows.items() if ts}
     fig, axes = _figure(max(1, len(rows)), 3.2 * max(1, len(rows)))
     for ax, (profile, trials) in zip(axes, rows.items()):
-        for t in trials:
+        # Numbers beside the points and names in the legend: trials that differ by one flag sit on
+        # top of each other, and their full names would overlap into an unreadable blot.
+        for i, t in enumerate(trials, 1):
             color, _ = _style(report, t)
-            ax.scatter(t.tpot_mean_ms, t.total_tps, color=color, marker="o" if t.eligible else "x")
-            ax.annotate(t.name or t.id, (t.tpot_mean_ms, t.total_tps), fontsize=7, xytext=(4, 3), textcoords="offset points")
+            ax.scatter(t.tpot_mean_ms, t.total_tps, color=color, marker="o" if t.eligible else "x",
+                       label=f"{i}  {t.name or t.id}")
+            ax.annotate(str(i), (t.tpot_mean_ms, t.total_tps), fontsize=7, xytext=(4, 3), textcoords="offset points")
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7, frameon=False)
         ax.set_title(profile, fontsize=10, loc="left")
         ax.set_xlabel("mean TPOT (ms)", fontsize=8)
         ax.set_ylabel("total tok/s", fontsize=8)
