@@ -7,9 +7,10 @@ markdown and JSON always tell the same story.
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,7 +26,11 @@ from farm.select import (
     delta_pct,
     pct_text,
     select,
+    settings_for,
 )
+
+if TYPE_CHECKING:
+    from farm.spec import Study
 
 # Thresholds of the checks (issue 3, point 6).
 RATE_TOLERANCE = 0.02      # recorded vs recomputed token rate
@@ -120,6 +125,13 @@ def build_report(results: Results, settings: SelectionSettings, strategy: str = 
     models = ", ".join(dict.fromkeys(r.model for r in results.records))
     return Report(title=f"Throughput optimization of {models}", selection=selection, warnings=warnings,
                   rate_analysis=rate, results=results)
+
+
+def report_for(results: Results, study: "Study", *, strategy: str = "best", baseline: str | None = None,
+               grid: str | None = None, prefer_results_profile: bool = False) -> Report:
+    """The one entry point of `farm analyze`, `farm report` and the end of `farm sweep`."""
+    settings = settings_for(results, study, baseline=baseline, grid=grid, prefer_results_profile=prefer_results_profile)
+    return build_report(results, settings, strategy)
 
 
 def _choice(results: Results, settings: SelectionSettings, strategy: str, metric: str, other: str) -> RateChoice | None:
@@ -412,10 +424,12 @@ def pretty_command(command: str) -> str:
 def _conclusion(doc: _Doc, report: Report) -> None:
     sel = report.selection
     rec = sel.recommended
-    how = ("the global best of what was measured" if sel.strategy == "best"
-           else f"the stepwise replay of grid `{sel.step_grid}`" if doc.md else f"the stepwise replay of grid {sel.step_grid}")
+    if sel.strategy == "best":
+        how = "the global best of what was measured: highest"
+    else:
+        how = (f"the stepwise replay of grid {doc.tick(sel.step_grid or '')}, each step kept only if it raises the")
     doc.h("Conclusion")
-    doc.p(f"Recommended configuration ({how}: highest {METRIC_LABELS[sel.metric]} on the {doc.tick(sel.primary_profile)} "
+    doc.p(f"Recommended configuration ({how} {METRIC_LABELS[sel.metric]} on the {doc.tick(sel.primary_profile)} "
           f"profile among trials with a success rate of at least {pct_text(sel.min_success_rate)}; "
           f"trial {doc.tick(rec.name or rec.trial)}):")
     doc.code(pretty_command(rec.command))
@@ -608,9 +622,14 @@ def _runs(doc: _Doc, report: Report) -> None:
         doc.code(benchmark_block(rec))
 
 
+FORMATS = ("text", "markdown", "json")
+
+
 def render(report: Report, fmt: str = "text") -> str:
-    """`text` or `markdown` (markdown adds each run's Serving Benchmark Result block)."""
-    if fmt not in ("text", "markdown"):
+    """`text`, `markdown` (adds each run's Serving Benchmark Result block) or `json`."""
+    if fmt == "json":
+        return json.dumps(report_json(report), indent=2) + "\n"
+    if fmt not in FORMATS:
         raise UserError(f"unknown report format '{fmt}' (text, markdown, json)", key="--format")
     doc = _Doc(markdown=fmt == "markdown")
     doc.title(report.title)
