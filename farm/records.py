@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError, field_validator
 
@@ -27,9 +27,6 @@ if TYPE_CHECKING:  # keep the effects layer and the study out of this module's i
     from farm.spec import Study
 
 RESULTS_FORMAT_VERSION = 1
-
-Number = Union[StrictInt, StrictFloat]
-
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -178,17 +175,14 @@ class Results(_Strict):
 # the results file (seed-results.json format)
 
 
-class _FileProfile(ProfileInfo):
-    pass
-
-
 class _FileRun(_Strict):
     id: StrictStr = Field(min_length=1)
     engine: StrictStr = Field(min_length=1)
     model: StrictStr = Field(min_length=1)
     flags: list[StrictStr]
     profile: StrictStr
-    metrics: dict[str, Number | None] = Field(default_factory=dict)
+    # Strict: a number written as a string is a mistake in the file, not something to guess at.
+    metrics: dict[str, StrictFloat | None] = Field(default_factory=dict)
     trial: StrictStr | None = None
     name: StrictStr | None = None
     repeat: StrictInt = Field(default=0, ge=0)
@@ -214,7 +208,7 @@ class _FileResults(BaseModel):
     # published tables, notes); only the keys below are read, so the others are let through.
     model_config = ConfigDict(extra="ignore")
 
-    profiles: dict[str, _FileProfile]
+    profiles: dict[str, ProfileInfo]
     runs: list[_FileRun]
     source: StrictStr | None = None
     primary_profile: StrictStr | None = None
@@ -241,6 +235,7 @@ _TYPE_WORDS = {
     "float_type": "expected a number",
     "list_type": "expected a list",
     "dict_type": "expected a mapping",
+    "model_type": "expected a mapping",
     "missing": "required key missing",
     "extra_forbidden": "unknown key",
 }
@@ -251,8 +246,10 @@ def _describe(err: dict) -> tuple[str, str]:
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
     if err["type"] in ("int_type", "float_type") and len(loc) >= 2 and loc[-2] == "metrics":
         return _key_path(loc), f"expected a number, got {json.dumps(err.get('input'))}"
+    if err["type"] == "enum":
+        return _key_path(loc), f"unknown value {json.dumps(err.get('input'))} (known: {err['ctx']['expected']})"
     reason = _TYPE_WORDS.get(err["type"]) or err["msg"].removeprefix("Value error, ")
-    if err["type"] in ("string_type", "int_type", "float_type", "list_type", "dict_type"):
+    if err["type"] in ("string_type", "int_type", "float_type", "list_type", "dict_type", "model_type"):
         reason += f", got {json.dumps(err.get('input'))[:60]}"
     return _key_path(loc), reason
 
@@ -288,7 +285,7 @@ def _check_run(run: _FileRun, i: int, profiles: dict[str, ProfileInfo], shown: s
 def results_from_data(data: Any, source: str) -> Results:
     """A parsed results object (seed-results.json format) -> `Results`; `UserError` names the key."""
     parsed = _validate_file(data, source)
-    profiles = {name: ProfileInfo(**p.model_dump()) for name, p in parsed.profiles.items()}
+    profiles = dict(parsed.profiles)
     first_run_of: dict[ConfigKey, str] = {}
     seen_ids: dict[str, int] = {}
     records = []
@@ -432,7 +429,7 @@ def records_from_trials(trial_results: list["TrialResult"], study: "Study", *, g
     status and reason: the report must list it as not eligible, not forget it.
     """
     chosen = _latest_attempts(trial_results)
-    names = [p for p in (study.grid_profiles(grid) if grid else study.profiles)]
+    names = study.grid_profiles(grid) if grid else list(study.profiles)
     used = names + [p for tr in chosen for p in tr.trial.profiles if p not in names]
     profiles = {p: profile_info(study, p) for p in used if p in study.profiles}
     records: list[RunRecord] = []

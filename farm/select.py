@@ -117,7 +117,7 @@ def settings_for(results: Results, study: "Study", *, baseline: str | None = Non
         engine_comparison_profile=comparison,
         min_success_rate=study.min_success_rate,
         baseline=baseline or study.baseline,
-        baseline_from="--baseline" if baseline else f"{study.source or 'study'}: baseline",
+        baseline_from="--baseline" if baseline else f"baseline (in {study.source or 'the study'})",
         required_flags={name: render_flags(spec.flags) for name, spec in study.engines.items()},
         engine_order=list(study.engines),
         model_order=[m.name for m in study.models.values()],
@@ -431,7 +431,7 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:+.2f} %"
 
 
-def _unjudged(step: StepDef, trial: str | None, cell: Cell | None) -> tuple[Verdict, str] | None:
+def _unjudged(trial: str | None, cell: Cell | None) -> tuple[Verdict, str] | None:
     if trial is None or cell is None:
         return "not_measured", "no run of this configuration on the primary profile"
     if not cell.eligible:
@@ -451,7 +451,7 @@ def stepwise(table: Table, results: Results, settings: SelectionSettings, baseli
     verdicts: dict[str, tuple[Verdict, str]] = {}
     roots = [s.name for s in settings.steps if s.after is None]
     for name in roots:
-        verdicts[name] = _unjudged(defs[name], trials[name], cells[name]) or ("kept", "")
+        verdicts[name] = _unjudged(trials[name], cells[name]) or ("kept", "")
     contenders = [n for n in roots if verdicts[n][0] == "kept"]
     winner = max(contenders, key=lambda n: cells[n].score) if contenders else None
     for name in contenders:
@@ -469,7 +469,7 @@ def stepwise(table: Table, results: Results, settings: SelectionSettings, baseli
         if before is None or before[0] != "kept":
             verdicts[step.name] = ("skipped", f"builds on {step.after}, which was not kept")
             continue
-        judged = _unjudged(step, trials[step.name], cells[step.name])
+        judged = _unjudged(trials[step.name], cells[step.name])
         if judged:
             verdicts[step.name] = judged
             continue

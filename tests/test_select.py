@@ -256,3 +256,10 @@ def test_a_trial_that_never_started_is_listed_as_not_eligible(study, seed_data):
     row = next(t for t in sel.trials if t.name == failed.trial.name)
     assert not row.eligible and row.total_tps is None
     assert row.reason == "engine_failed_to_start: port 8000 refused"
+
+
+def test_a_study_baseline_that_names_nothing_is_an_error_naming_the_study(seed_data, study):
+    results = results_from_data(seed_data, "r.json")
+    settings = settings_for(results, study.model_copy(update={"baseline": "nope"}))
+    with pytest.raises(UserError, match=r"baseline \(in .*qwen3.5-35b-a3b-h200.yaml\): no trial or run 'nope'"):
+        select(results, settings)
