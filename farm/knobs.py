@@ -218,11 +218,13 @@ def gpus_of(knobs: Mapping[str, Any]) -> int:
 Renderer = Callable[[Any, Mapping[str, Any]], dict[str, Any]]
 
 
-def render_with(engine: str, renderers: Mapping[str, Renderer], knobs: Mapping[str, Any]) -> dict[str, Any]:
+def render_with(engine: str, renderers: Mapping[str, Renderer], knobs: Mapping[str, Any],
+                taken: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Render `knobs` into flags with one engine's renderer table, in the canonical knob order.
 
     Knobs set to `None` are skipped. A knob with no renderer, or one whose renderer refuses the
-    value, raises `KnobError`; two knobs that would set the same flag differently too.
+    value, raises `KnobError`; so do two knobs that would set the same flag differently, and a
+    knob that sets a flag named in `taken` (flag -> where it is already set).
     """
     flags: dict[str, Any] = {}
     owner: dict[str, str] = {}
@@ -237,6 +239,9 @@ def render_with(engine: str, renderers: Mapping[str, Renderer], knobs: Mapping[s
         if renderer is None:
             raise KnobError(name, f"{engine} has no equivalent of this knob", unsupported=True)
         for flag, flag_value in renderer(value, knobs).items():
+            for other in (flag, f"no-{flag}", flag.removeprefix("no-")):  # --x and --no-x are one setting
+                if taken and other in taken:
+                    raise KnobError(name, f"sets --{flag}, but {taken[other]} already sets --{other}")
             if flag in flags and flags[flag] != flag_value:
                 raise KnobError(name, f"sets --{flag}={flag_value!r}, but knob '{owner[flag]}' sets it to {flags[flag]!r}")
             flags[flag] = flag_value

@@ -104,9 +104,10 @@ class Engine:
         return 0
 
     # -- knobs ---------------------------------------------------------------------------
-    def render_knobs(self, knobs: Mapping[str, Any]) -> dict[str, Any]:
-        """Engine-neutral knobs -> this engine's flags; `farm.knobs.KnobError` where it cannot."""
-        return render_with(self.name, self.knob_renderers, knobs)
+    def render_knobs(self, knobs: Mapping[str, Any], taken: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Engine-neutral knobs -> this engine's flags; `farm.knobs.KnobError` where it cannot
+        (or where a knob would set a flag of `taken`: flag -> where it is already set)."""
+        return render_with(self.name, self.knob_renderers, knobs, taken)
 
     # -- command -------------------------------------------------------------------------
     def launcher(self, spec: EngineSpec, *, gpu_ids: Sequence[str] | None = None,
