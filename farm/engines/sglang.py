@@ -1,31 +1,246 @@
-"""SGLang: `python -m sglang.launch_server --model-path MODEL --flag=value ...`."""
+"""SGLang: `python -m sglang.launch_server --model-path MODEL --flag=value ...`.
+
+Flags, log lines and defaults checked against SGLang 0.4.3 to 0.5.x (the seed ran 0.5.9); each
+failure pattern's real log excerpt and its source are in tests/fixtures/engine-logs/ (SOURCES.md).
+"""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import re
+from typing import Any, ClassVar, Mapping
 
 from farm.engines.base import Engine, FailurePattern
-from farm.engines.vllm import _int_flag
+from farm.engines.vllm import _as_int, _first, _int_flag, _int_list, per_rank_sum
+from farm.knobs import KnobError, Renderer, gpus_of
 from farm.spec import EngineSpec
+
+# ---------------------------------------------------------------------------------------
+# Knobs -> SGLang flags (see farm/knobs.py for what each knob means)
+
+ONLINE_QUANTIZATION = ("fp8",)
+KV_DTYPES = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2", "bf16": "bf16"}
+SCHEDULE_POLICIES = ("fcfs", "lpm", "random", "dfs-weight", "lof")
+SPECULATIVE_ALGORITHMS = {"mtp": "NEXTN", "eagle": "EAGLE", "eagle3": "EAGLE3"}
+
+
+def _quantization(q: str, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    if q not in ONLINE_QUANTIZATION:
+        raise KnobError("quantization", f"farm maps SGLang's online quantization only for "
+                        f"{', '.join(ONLINE_QUANTIZATION)}; for '{q}' give the study a model variant with "
+                        f"quantization: {q}", unsupported=True)
+    return {"quantization": q}
+
+
+def _prefix_caching(on: bool, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    # The radix cache is on by default and SGLang has no flag that turns it on.
+    return {} if on else {"disable-radix-cache": True}
+
+
+def _kv_cache_dtype(dtype: str, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    return {} if dtype == "auto" else {"kv-cache-dtype": KV_DTYPES[dtype]}
+
+
+def _kv_offload(gb: float | bool, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    if gb is False:
+        return {}
+    if knobs.get("prefix_caching") is False:
+        raise KnobError("kv_offload", "SGLang's hierarchical cache extends the radix cache, which "
+                        "prefix_caching: false disables", unsupported=True)
+    if not float(gb).is_integer():
+        raise KnobError("kv_offload", f"SGLang sizes its host KV cache in whole GB (--hicache-size), got {gb}",
+                        unsupported=True)
+    return {"enable-hierarchical-cache": True, "hicache-size": int(gb)}
+
+
+def _cuda_graph(value: bool | int, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    if value is True:
+        return {}
+    if value is False:
+        return {"disable-cuda-graph": True}
+    return {"cuda-graph-max-bs": value}
+
+
+# Parallel layout. Plain data parallelism in SGLang is independent replicas (--dp-size D with
+# --tp-size T each: T*D GPUs). With expert parallelism the experts span every GPU: --tp-size
+# becomes the total, attention runs data-parallel inside it (--enable-dp-attention) and
+# --ep-size covers all GPUs, which is the layout of vLLM's --enable-expert-parallel with DP.
+
+
+def _tensor_parallel(t: int, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    total = t * (knobs.get("data_parallel") or 1) if knobs.get("expert_parallel") else t
+    return {"tp-size": total} if total > 1 else {}
+
+
+def _data_parallel(d: int, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    if d == 1:
+        return {}
+    flags: dict[str, Any] = {"dp-size": d}
+    if knobs.get("expert_parallel"):
+        flags["enable-dp-attention"] = True
+        flags["tp-size"] = gpus_of(knobs)
+    return flags
+
+
+def _expert_parallel(on: bool, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    if not on:
+        return {}
+    gpus = gpus_of(knobs)
+    if gpus < 2:
+        raise KnobError("expert_parallel", "expert parallelism needs tensor_parallel x data_parallel > 1",
+                        unsupported=True)
+    return {"ep-size": gpus, "tp-size": gpus}
+
+
+def _speculative(spec: dict | bool, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    if spec is False:
+        return {}
+    algorithm = SPECULATIVE_ALGORITHMS.get(spec["method"])
+    if algorithm is None:
+        raise KnobError("speculative", f"farm does not map speculative method '{spec['method']}' onto SGLang "
+                        f"(mapped: {', '.join(SPECULATIVE_ALGORITHMS)})", unsupported=True)
+    n = spec["num_tokens"]
+    # A chain of n drafted tokens: n draft steps, one candidate per step, n + 1 tokens verified.
+    flags: dict[str, Any] = {"speculative-algorithm": algorithm, "speculative-num-steps": n,
+                             "speculative-eagle-topk": 1, "speculative-num-draft-tokens": n + 1}
+    if "draft_model" in spec:
+        flags["speculative-draft-model-path"] = spec["draft_model"]
+    return flags
+
+
+def _scheduling_policy(policy: str, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    if policy == "priority":
+        return {"schedule-policy": "priority", "enable-priority-scheduling": True}
+    if policy not in SCHEDULE_POLICIES:
+        raise KnobError("scheduling_policy", f"SGLang has no schedule policy '{policy}' "
+                        f"(it has {', '.join(SCHEDULE_POLICIES)}, priority)", unsupported=True)
+    return {"schedule-policy": policy}
+
+
+KNOB_RENDERERS: dict[str, Renderer] = {
+    "quantization": _quantization,
+    "prefix_caching": _prefix_caching,
+    "kv_cache_dtype": _kv_cache_dtype,
+    "kv_offload": _kv_offload,
+    "max_running_requests": lambda n, k: {"max-running-requests": n},
+    "max_batched_tokens": lambda n, k: {"chunked-prefill-size": n},
+    "gpu_memory_fraction": lambda f, k: {"mem-fraction-static": f},
+    "cuda_graph": _cuda_graph,
+    "tensor_parallel": _tensor_parallel,
+    "data_parallel": _data_parallel,
+    "expert_parallel": _expert_parallel,
+    "speculative": _speculative,
+    "max_model_len": lambda n, k: {"context-length": n},
+    "scheduling_policy": _scheduling_policy,
+}
+
+
+# ---------------------------------------------------------------------------------------
 
 
 class SGLangEngine(Engine):
     name = "sglang"
     default_launcher: ClassVar[list[str]] = ["python", "-m", "sglang.launch_server"]
     model_arg = "model-path"
-    ready_path = "/health"
+    # /health_generate runs one real generation: ready means the model serves, not just that the
+    # HTTP server is up.
+    ready_path = "/health_generate"
     reset_cache_path = "/flush_cache"
     metrics_path = "/metrics"
+    knob_renderers: ClassVar[Mapping[str, Renderer]] = KNOB_RENDERERS
+    download_dir_flag = "download-dir"
+    container_launcher: ClassVar[list[str]] = ["python3", "-m", "sglang.launch_server"]
+    # Launch to ready on an H200 for a 35B MoE, weights on local disk: loading, CUDA-graph capture
+    # and SGLang's own warm-up request. An estimate for cost planning, not measured.
+    start_overhead_s = 240.0
+
     failure_patterns: ClassVar[list[FailurePattern]] = [
-        FailurePattern(r"error: (unrecognized arguments|argument [^:]+: invalid choice)", "invalid_flags",
+        FailurePattern(r"error: (unrecognized arguments|argument [^:\n]+: invalid (choice|\w+ value)|"
+                       r"the following arguments are required)", "invalid_flags",
                        "SGLang rejected its arguments"),
-        FailurePattern(r"(torch\.OutOfMemoryError|CUDA out of memory)", "oom", "CUDA out of memory"),
-        FailurePattern(r"address already in use", "port_in_use", "the port was already taken"),
+        FailurePattern(r"(\w+Config only supports \w+ \w+ quantization|Unknown quantization method|"
+                       r"Invalid quantization method|The quantization method \S+ is not supported for the current GPU|"
+                       r"[Qq]uantization method specified in the model config \(\S+\) does not match)",
+                       "invalid_flags", "unsupported quantization for this model or GPU"),
+        FailurePattern(r"Not enough memory\. Please try to increase --mem-fraction-static", "oom",
+                       "not enough GPU memory left for the KV cache"),
+        FailurePattern(r"(torch\.OutOfMemoryError|CUDA out of memory|CUDA error: out of memory)", "oom",
+                       "CUDA out of memory"),
+        FailurePattern(r"([Aa]ddress already in use|EADDRINUSE)", "port_in_use", "a port was already taken"),
+        # A scheduler that dies while it is being built never served; one that dies in its event
+        # loop crashed under load.
+        FailurePattern(r"Scheduler hit an exception: Traceback[^\n]*\n(?:[^\n]*\n){0,3}?\s*scheduler = Scheduler\(",
+                       "engine_failed_to_start", "the scheduler failed to initialize"),
+        FailurePattern(r"(Scheduler hit an exception|TpModelWorker hit an exception|"
+                       r"DataParallelController hit an exception|Received sigquit from a child process)",
+                       "engine_crashed", "an SGLang scheduler process died"),
     ]
 
     def gpus(self, flags: dict[str, Any]) -> int:
-        return _int_flag(flags, "tp-size", "tensor-parallel-size", "tp") * _int_flag(flags, "dp-size", "data-parallel-size", "dp")
+        tp = _int_flag(flags, "tp-size", "tensor-parallel-size", "tp")
+        pp = _int_flag(flags, "pp-size", "pipeline-parallel-size", "pp")
+        dp = _int_flag(flags, "dp-size", "data-parallel-size", "dp")
+        # With DP attention the data-parallel groups live inside the tensor-parallel GPUs.
+        return tp * pp if flags.get("enable-dp-attention") else tp * pp * dp
 
     def version_command(self, spec: EngineSpec) -> list[str] | None:
-        launcher = self.launcher(spec)
-        return [launcher[0], "-c", "import sglang; print(sglang.__version__)"]
+        return self.python(spec) + ["-c", "import sglang; print(sglang.__version__)"]
+
+    # -- what the engine reports it got ---------------------------------------------------
+    def reported_capacity(self, log_text: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        # "[2025-11-30 11:18:05 DP1 TP0] max_total_num_tokens=2261377, chunked_prefill_size=16384,
+        #  max_prefill_tokens=16384, max_running_requests=4096, context_len=128000, available_gpu_mem=37.06 GB"
+        summary = list(re.finditer(r"^(?:\[[^\]\n]*?(?:\bDP(\d+))?[^\]\n]*\] )?max_total_num_tokens=(\d+),([^\n]*)",
+                                   log_text, re.MULTILINE))
+        if summary:
+            out["kv_cache_tokens"] = _as_int(per_rank_sum([(m.group(1) or "", float(m.group(2))) for m in summary]))
+            fields = dict(re.findall(r"(\w+)=(-?[\d.]+)", summary[0].group(3)))
+            running = [(m.group(1) or "", float(v)) for m in summary
+                       for v in re.findall(r"max_running_requests=(\d+)", m.group(3))]
+            if running:
+                out["max_running_requests"] = _as_int(per_rank_sum(running))
+            if "chunked_prefill_size" in fields:
+                out["max_batched_tokens"] = int(fields["chunked_prefill_size"])
+            if "max_prefill_tokens" in fields:
+                out["max_prefill_tokens"] = int(fields["max_prefill_tokens"])
+            if "context_len" in fields:
+                out["max_model_len"] = int(fields["context_len"])
+                # Derived, not logged: how many full-length requests the KV pool holds (vLLM logs this).
+                out["max_concurrency_at_max_len"] = round(out["kv_cache_tokens"] / int(fields["context_len"]), 2)
+        m = _first(r"KV Cache is allocated\. #tokens: (\d+), K size: ([\d.]+) GB, V size: ([\d.]+) GB", log_text)
+        if m:
+            out.setdefault("kv_cache_tokens", int(m.group(1)))
+            out["kv_cache_memory_gib"] = round(float(m.group(2)) + float(m.group(3)), 2)
+        # The ServerArgs(...) dump at start: what the server was actually configured with.
+        args = _server_args(log_text)
+        if "disable_radix_cache" in args:
+            out["prefix_caching"] = args["disable_radix_cache"] != "True"
+        if "kv_cache_dtype" in args:
+            out["kv_cache_dtype"] = args["kv_cache_dtype"].strip("'\"")
+        if args.get("quantization", "None") != "None":
+            out["quantization"] = args["quantization"].strip("'\"")
+        for key, name in (("tensor_parallel", "tp_size"), ("data_parallel", "dp_size"),
+                          ("expert_parallel", "ep_size")):
+            if name in args and args[name].isdigit():
+                out[key] = int(args[name])
+        if "mem_fraction_static" in args:
+            try:
+                out["gpu_memory_fraction"] = float(args["mem_fraction_static"])
+            except ValueError:
+                pass
+        m = _first(r"Capture cuda graph bs \[([\d,\s]*)\]", log_text)
+        if m:
+            sizes = sorted(_int_list(m.group(1)))
+            out["cuda_graph_sizes"] = sizes
+            out["cuda_graph_max_size"] = max(sizes) if sizes else 0
+        if "disable_cuda_graph" in args or m:
+            out["cuda_graph"] = args.get("disable_cuda_graph") != "True" and bool(m is None or out["cuda_graph_sizes"])
+        return out
+
+
+def _server_args(log_text: str) -> dict[str, str]:
+    """Top-level `name=value` pairs of SGLang's `server_args=ServerArgs(...)` line, values as written."""
+    m = re.search(r"server_args=ServerArgs\((.*)\)\s*$", log_text, re.MULTILINE)
+    if not m:
+        return {}
+    return dict(re.findall(r"(?:^|, )(\w+)=('[^']*'|\"[^\"]*\"|[^,()\[\]{}]+)", m.group(1)))

@@ -1,10 +1,18 @@
-"""vLLM: `vllm serve MODEL --flag=value ...`."""
+"""vLLM: `vllm serve MODEL --flag=value ...`.
+
+Flags, log lines and defaults checked against vLLM 0.10 to 0.17 (the seed ran 0.17.1) and the
+CPU build 0.32 that `shared/reference/engine-logs/` was recorded with; each failure pattern's
+real log excerpt and its source are in tests/fixtures/engine-logs/ (SOURCES.md).
+"""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import ast
+import re
+from typing import Any, ClassVar, Mapping
 
-from farm.engines.base import Engine, FailurePattern
+from farm.engines.base import Engine, FailurePattern, render_flag
+from farm.knobs import KnobError, Renderer, gpus_of
 from farm.spec import EngineSpec
 from farm.trial import Trial
 
@@ -20,27 +28,268 @@ def _int_flag(flags: dict[str, Any], *names: str, default: int = 1) -> int:
     return default
 
 
+# ---------------------------------------------------------------------------------------
+# Reading numbers out of engine logs (shared with the SGLang adapter)
+
+
+def _num(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def _as_int(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def per_rank_sum(matches: list[tuple[str, float]]) -> float | None:
+    """Sum of the first value each data-parallel rank reported (`rank` '' = rank 0).
+
+    Tensor-parallel workers of one rank repeat the same line; data-parallel ranks each own a
+    KV cache and a scheduler, so their capacities add up.
+    """
+    first: dict[str, float] = {}
+    for rank, value in matches:
+        first.setdefault(rank or "0", value)
+    return sum(first.values()) if first else None
+
+
+def _first(pattern: str, text: str, flags: int = 0) -> re.Match | None:
+    return re.search(pattern, text, flags)
+
+
+def _int_list(text: str) -> list[int]:
+    return [int(x) for x in re.findall(r"\d+", text)]
+
+
+# ---------------------------------------------------------------------------------------
+# Knobs -> vLLM flags (see farm/knobs.py for what each knob means)
+
+# Online quantization of an unquantized checkpoint (a pre-quantized checkpoint needs no flag:
+# vLLM reads its quantization_config).
+ONLINE_QUANTIZATION = ("fp8", "bitsandbytes", "experts_int8")
+KV_DTYPES = {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2", "bf16": "bfloat16"}
+SCHEDULING_POLICIES = ("fcfs", "priority")
+
+
+def _quantization(q: str, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    if q not in ONLINE_QUANTIZATION:
+        raise KnobError("quantization", f"vLLM quantizes an unquantized checkpoint online only to "
+                        f"{', '.join(ONLINE_QUANTIZATION)}; for '{q}' give the study a model variant with "
+                        f"quantization: {q}", unsupported=True)
+    return {"quantization": q}
+
+
+def _prefix_caching(on: bool, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    # Explicit both ways: recent vLLM turns prefix caching on by default for many models.
+    return {"enable-prefix-caching": True} if on else {"no-enable-prefix-caching": True}
+
+
+def _kv_cache_dtype(dtype: str, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    return {} if dtype == "auto" else {"kv-cache-dtype": KV_DTYPES[dtype]}
+
+
+def _kv_offload(gib: float | bool, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    if gib is False:
+        return {}
+    # The native CPU offloading connector; the size is GiB summed over tensor-parallel ranks.
+    return {"kv-offloading-size": gib, "kv-offloading-backend": "native"}
+
+
+def _cuda_graph(value: bool | int, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    if value is True:
+        return {}
+    if value is False:
+        return {"enforce-eager": True}
+    return {"max-cudagraph-capture-size": value}
+
+
+def _parallel(flag: str, knob: str) -> Renderer:
+    def render(n: int, knobs: Mapping[str, Any]) -> dict[str, Any]:
+        return {flag: n} if n > 1 else {}
+    return render
+
+
+def _expert_parallel(on: bool, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    if not on:
+        return {}
+    if gpus_of(knobs) < 2:
+        raise KnobError("expert_parallel", "expert parallelism needs tensor_parallel x data_parallel > 1",
+                        unsupported=True)
+    return {"enable-expert-parallel": True}
+
+
+def _speculative(spec: dict | bool, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    if spec is False:
+        return {}
+    config: dict[str, Any] = {"method": spec["method"], "num_speculative_tokens": spec["num_tokens"]}
+    if "draft_model" in spec:
+        config["model"] = spec["draft_model"]
+    return {"speculative-config": config}
+
+
+def _scheduling_policy(policy: str, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    if policy not in SCHEDULING_POLICIES:
+        raise KnobError("scheduling_policy", f"vLLM schedules only by {', '.join(SCHEDULING_POLICIES)}, not '{policy}'",
+                        unsupported=True)
+    return {"scheduling-policy": policy}
+
+
+KNOB_RENDERERS: dict[str, Renderer] = {
+    "quantization": _quantization,
+    "prefix_caching": _prefix_caching,
+    "kv_cache_dtype": _kv_cache_dtype,
+    "kv_offload": _kv_offload,
+    "max_running_requests": lambda n, k: {"max-num-seqs": n},
+    "max_batched_tokens": lambda n, k: {"max-num-batched-tokens": n},
+    "gpu_memory_fraction": lambda f, k: {"gpu-memory-utilization": f},
+    "cuda_graph": _cuda_graph,
+    "tensor_parallel": _parallel("tensor-parallel-size", "tensor_parallel"),
+    "data_parallel": _parallel("data-parallel-size", "data_parallel"),
+    "expert_parallel": _expert_parallel,
+    "speculative": _speculative,
+    "max_model_len": lambda n, k: {"max-model-len": n},
+    "scheduling_policy": _scheduling_policy,
+}
+
+
+# ---------------------------------------------------------------------------------------
+
+
 class VLLMEngine(Engine):
     name = "vllm"
     default_launcher: ClassVar[list[str]] = ["vllm", "serve"]
     model_arg = None
     ready_path = "/health"
-    reset_cache_path = "/reset_prefix_cache"
+    reset_cache_path = "/reset_prefix_cache"  # needs VLLM_SERVER_DEV_MODE=1 (see env())
     metrics_path = "/metrics"
+    knob_renderers: ClassVar[Mapping[str, Renderer]] = KNOB_RENDERERS
+    download_dir_flag = "download-dir"
+    # vllm/vllm-openai images: older ones start the api_server module as their entrypoint, so
+    # farm names the entrypoint itself.
+    container_launcher: ClassVar[list[str]] = ["vllm", "serve"]
+    # Launch to ready on an H200 for a 35B MoE, weights on local disk: loading (~1 min), torch.compile
+    # (1-2 min on a cold cache) and CUDA-graph capture (~30 s). An estimate for cost planning, not measured.
+    start_overhead_s = 240.0
+
+    # Order matters: the first pattern found anywhere in the log wins, so root causes come before
+    # the generic "the engine died" lines that follow them.
     failure_patterns: ClassVar[list[FailurePattern]] = [
-        FailurePattern(r"error: (unrecognized arguments|argument [^:]+: invalid choice)", "invalid_flags",
+        FailurePattern(r"error: (unrecognized arguments|argument [^:\n]+: invalid (choice|\w+ value)|"
+                       r"the following arguments are required)", "invalid_flags",
                        "vLLM rejected its arguments"),
-        FailurePattern(r"(torch\.OutOfMemoryError|CUDA out of memory)", "oom", "CUDA out of memory"),
-        FailurePattern(r"address already in use", "port_in_use", "the port was already taken"),
-        FailurePattern(r"(EngineDeadError|Worker proc \S+ died unexpectedly)", "engine_crashed", "the engine worker died"),
+        FailurePattern(r"(Unknown quantization method|Found unknown quantization|"
+                       r"[Qq]uantization method specified in the model config \(\S+\) does not match|"
+                       r"The quantization method \S+ is not supported for the current GPU|"
+                       r"Quantization scheme is not supported for)", "invalid_flags",
+                       "unsupported quantization for this model or GPU"),
+        FailurePattern(r"(Bfloat16 is only supported on GPUs with compute capability|"
+                       r"Invalid kv_cache_dtype|does not support (?:the )?kv.cache.dtype)", "invalid_flags",
+                       "unsupported dtype for this GPU or attention backend"),
+        FailurePattern(r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len",
+                       "invalid_flags", "max-model-len is longer than the model supports"),
+        FailurePattern(r"(To serve at least one request with the models?'s max seq len \(\d+\).*larger than the "
+                       r"available KV cache memory|max seq len \(\d+\) is larger than the maximum number of tokens "
+                       r"that can be stored in KV cache|No available memory for the cache blocks)", "oom",
+                       "not enough KV-cache memory for max-model-len"),
+        FailurePattern(r"Free memory on device.* on startup is less than desired GPU memory utilization", "oom",
+                       "GPU memory already in use by another process"),
+        FailurePattern(r"(torch\.OutOfMemoryError|CUDA out of memory|CUDA error: out of memory)", "oom",
+                       "CUDA out of memory"),
+        FailurePattern(r"([Aa]ddress already in use|EADDRINUSE)", "port_in_use", "a port was already taken"),
+        FailurePattern(r"Engine core initialization failed", "engine_failed_to_start",
+                       "the engine core failed to initialize"),
+        FailurePattern(r"(Worker proc \S+ died unexpectedly|EngineDeadError|EngineCore encountered a fatal error)",
+                       "engine_crashed", "the engine worker died"),
     ]
 
     def gpus(self, flags: dict[str, Any]) -> int:
-        return _int_flag(flags, "tensor-parallel-size", "tp") * _int_flag(flags, "data-parallel-size", "dp")
+        return (_int_flag(flags, "tensor-parallel-size", "tp")
+                * _int_flag(flags, "pipeline-parallel-size", "pp")
+                * _int_flag(flags, "data-parallel-size", "dp"))
+
+    def serve_args(self, trial: Trial) -> list[str]:
+        args = super().serve_args(trial)
+        # Several GPUs on one node: vLLM's own worker processes, never Ray (vLLM would otherwise
+        # join farm's Ray cluster for its executor).
+        if self.gpus(trial.all_flags) > 1 and "distributed-executor-backend" not in trial.all_flags:
+            args += render_flag("distributed-executor-backend", "mp")
+        return args
 
     def env(self, spec: EngineSpec, trial: Trial) -> dict[str, str]:
-        # Needed for POST /reset_prefix_cache before every benchmark run.
+        # POST /reset_prefix_cache before every benchmark run is a dev-mode endpoint.
         return {"VLLM_SERVER_DEV_MODE": "1", **spec.env}
 
     def version_command(self, spec: EngineSpec) -> list[str] | None:
-        return [self.launcher(spec)[0], "--version"]
+        if spec.image:
+            return self.container_prefix(spec, entry=["vllm"], gpus=False) + ["--version"]
+        launcher = self.launcher(spec)
+        if launcher[-1] == "serve":  # vllm serve, uv run vllm serve, /venv/bin/vllm serve
+            return launcher[:-1] + ["--version"]
+        return [launcher[0], "--version"]
+
+    # -- what the engine reports it got ---------------------------------------------------
+    def reported_capacity(self, log_text: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        # "(EngineCore_DP1 pid=..) INFO .. GPU KV cache size: 75,840 tokens"; one line per DP rank.
+        kv = [(m.group(1) or "", _num(m.group(2))) for m in re.finditer(
+            r"^(?:\((?:EngineCore_DP(\d+)\b)?[^)\n]*\))?[^\n]*?\b(?:[A-Z]+ )?KV cache size: ([\d,]+) tokens",
+            log_text, re.MULTILINE)]
+        if kv:
+            out["kv_cache_tokens"] = _as_int(per_rank_sum(kv))
+        m = _first(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", log_text)
+        if m:
+            out["max_concurrency_at_max_len"] = _num(m.group(2))
+            out["max_model_len"] = int(_num(m.group(1)))
+        m = _first(r"Using max model len (\d+)", log_text)
+        if m:
+            out["max_model_len"] = int(m.group(1))
+        m = _first(r"Available KV cache memory: ([\d.]+) GiB", log_text)
+        if m:
+            out["kv_cache_memory_gib"] = float(m.group(1))
+        m = _first(r"\benable_prefix_caching=(True|False)", log_text)
+        if m:
+            out["prefix_caching"] = m.group(1) == "True"
+        m = _first(r"\bkv_cache_dtype=([\w.]+)", log_text)
+        if m:
+            out["kv_cache_dtype"] = m.group(1)
+        m = _first(r"\bquantization=([\w.]+)", log_text)
+        if m and m.group(1) != "None":
+            out["quantization"] = m.group(1)
+        for key, name in (("tensor_parallel", "tensor_parallel_size"), ("data_parallel", "data_parallel_size")):
+            m = _first(rf"\b{name}=(\d+)", log_text)
+            if m:
+                out[key] = int(m.group(1))
+        # The scheduler limits, where vLLM states them: its non-default args, the chunked-prefill line.
+        args = _non_default_args(log_text)
+        if "max_num_seqs" in args:
+            out["max_running_requests"] = args["max_num_seqs"]
+        m = _first(r"max_num_batched_tokens=(\d+)", log_text)
+        if m:
+            out["max_batched_tokens"] = int(m.group(1))
+        elif "max_num_batched_tokens" in args:
+            out["max_batched_tokens"] = args["max_num_batched_tokens"]
+        if "gpu_memory_utilization" in args:
+            out["gpu_memory_fraction"] = args["gpu_memory_utilization"]
+        # CUDA graphs: the compilation config in the engine's config line.
+        m = _first(r"'cudagraph_capture_sizes': \[([\d,\s]*)\]", log_text)
+        if m:
+            sizes = sorted(_int_list(m.group(1)))
+            out["cuda_graph_sizes"] = sizes
+            out["cuda_graph_max_size"] = max(sizes) if sizes else 0
+        mode = _first(r"'cudagraph_mode': <CUDAGraphMode\.(\w+)", log_text)
+        eager = _first(r"\benforce_eager=(True|False)", log_text)
+        if mode or eager or m:
+            out["cuda_graph"] = not ((eager and eager.group(1) == "True") or (mode and mode.group(1) == "NONE")
+                                     or (m and not out["cuda_graph_sizes"]))
+        return out
+
+
+def _non_default_args(log_text: str) -> dict[str, Any]:
+    """vLLM's `non-default args: {...}` line (a Python dict literal) as a dict; {} if absent or unreadable."""
+    m = re.search(r"non-default args: (\{.*\})\s*$", log_text, re.MULTILINE)
+    if not m:
+        return {}
+    try:
+        value = ast.literal_eval(m.group(1))
+    except (ValueError, SyntaxError):
+        return {}
+    return value if isinstance(value, dict) else {}
