@@ -190,7 +190,7 @@ class SGLangEngine(Engine):
         out: dict[str, Any] = {}
         # "[2025-11-30 11:18:05 DP1 TP0] max_total_num_tokens=2261377, chunked_prefill_size=16384,
         #  max_prefill_tokens=16384, max_running_requests=4096, context_len=128000, available_gpu_mem=37.06 GB"
-        summary = list(re.finditer(r"^(?:\[[^\]\n]*?(?:\bDP(\d+))?[^\]\n]*\] )?max_total_num_tokens=(\d+),([^\n]*)",
+        summary = list(re.finditer(r"^(?:\[(?:[^\]\n]*?\bDP(\d+)\b)?[^\]\n]*\] )?max_total_num_tokens=(\d+),([^\n]*)",
                                    log_text, re.MULTILINE))
         if summary:
             out["kv_cache_tokens"] = _as_int(per_rank_sum([(m.group(1) or "", float(m.group(2))) for m in summary]))
