@@ -142,8 +142,8 @@ def expand(study: Study, grid: str) -> list[Trial]:
 
 # Seconds one benchmark run of each profile took in the seed (shared/reference/seed-results.json,
 # `runs[].metrics.duration_s`, one H200): the longest measured run of the profile, over both
-# engines and all configurations, so the estimate errs high. sharegpt: SGLang's default run;
-# the others: the vLLM BF16 baseline.
+# engines and all configurations, so the estimate errs high (sharegpt: the slower engine's default
+# run; the others: the BF16 baseline).
 SEED_PROFILE_SECONDS: dict[str, float] = {
     "sharegpt": 124.99,
     "throughput": 40.37,

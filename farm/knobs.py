@@ -6,10 +6,11 @@ sets knobs on a grid block (`knobs: {prefix_caching: true}`) or sweeps them
 asks the block's engine adapter to render the knobs into that engine's flags
 (`Engine.render_knobs`, using the adapter's `knob_renderers` table and `render_with` below).
 
-Equal names do not mean equal effects, and this module does not pretend they do:
-vLLM's `--gpu-memory-utilization` and SGLang's `--mem-fraction-static` budget different memory,
-`--max-num-batched-tokens` is not `--chunked-prefill-size`, vLLM's data parallelism of a
-mixture-of-experts model is not SGLang's. Each trial therefore also records what the engine
+Equal names do not mean equal effects, and this module does not pretend they do: one engine's
+GPU-memory budget counts activations and another's does not, one engine's batched-token budget
+also chunks long prompts, data parallelism of a mixture-of-experts model is lockstep in one
+engine and independent replicas in another. Each adapter documents its own spelling and what
+differs. Each trial therefore also records what the engine
 reports it got (KV-cache tokens, concurrent sequences, CUDA-graph sizes, the prefix-caching
 value it used): `Engine.reported_capacity`.
 
@@ -140,50 +141,36 @@ KNOBS: dict[str, Knob] = {
     for k in (
         Knob("quantization", _quantization,
              "Weight quantization. Resolved first to a model variant of the study (`models.<key>.quantization` "
-             "with `variant_of`), else to the engine's online quantization flag (`--quantization`). "
-             "`none` is the unquantized variant."),
+             "with `variant_of`), else to the engine's online quantization. `none` is the unquantized variant."),
         Knob("prefix_caching", _bool,
-             "Automatic prefix caching. vLLM: --enable-prefix-caching / --no-enable-prefix-caching (recent "
-             "vLLM enables it by default for many models, so both values are explicit). SGLang: the radix "
-             "cache is on by default; false is --disable-radix-cache."),
+             "Automatic prefix caching (reuse of the KV cache of shared prompt prefixes), on or off. Engines "
+             "differ in their default, so both values are explicit where the engine has flags for both."),
         Knob("kv_cache_dtype", _kv_cache_dtype,
-             "KV-cache element type: auto (engine default, renders nothing), fp8 (E4M3 in both engines), "
-             "fp8_e4m3, fp8_e5m2, bf16."),
+             "KV-cache element type: auto (engine default, renders nothing), fp8 (E4M3), fp8_e4m3, fp8_e5m2, bf16."),
         Knob("kv_offload", _kv_offload,
-             "Extended KV cache in CPU memory, in GiB. vLLM: --kv-offloading-size N --kv-offloading-backend "
-             "native (N summed over TP ranks). SGLang: --enable-hierarchical-cache --hicache-size N (whole GB "
-             "per rank; needs the radix cache)."),
-        Knob("max_running_requests", _pos_int,
-             "Most sequences scheduled at once. vLLM --max-num-seqs, SGLang --max-running-requests."),
+             "Extended KV cache in CPU memory, in GiB (false: none). Engines differ in whether the size is per "
+             "rank or summed over ranks, and in what the offloaded cache needs (e.g. a prefix cache)."),
+        Knob("max_running_requests", _pos_int, "Most sequences scheduled at once (the batch limit)."),
         Knob("max_batched_tokens", _pos_int,
-             "Token budget of one scheduler step. vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size "
-             "(not the same thing: SGLang's also splits long prompts into chunks of that size)."),
+             "Token budget of one scheduler step. Not the same thing in every engine: some also split long "
+             "prompts into chunks of that size."),
         Knob("gpu_memory_fraction", _fraction,
-             "GPU memory the engine may budget. vLLM --gpu-memory-utilization (weights + activations + KV), "
-             "SGLang --mem-fraction-static (weights + KV pool only): equal values are not equal budgets."),
+             "Fraction of GPU memory the engine budgets. Engines count different things in it (weights, "
+             "activations, KV pool): equal values are not equal budgets."),
         Knob("cuda_graph", _cuda_graph,
-             "CUDA graphs. true: engine default; false: vLLM --enforce-eager, SGLang --disable-cuda-graph; "
-             "N: capture up to N (vLLM --max-cudagraph-capture-size, in tokens; SGLang --cuda-graph-max-bs, "
-             "in requests)."),
-        Knob("tensor_parallel", _pos_int,
-             "GPUs sharding one replica's attention. vLLM --tensor-parallel-size, SGLang --tp-size. 1 renders "
-             "nothing."),
+             "CUDA graphs. true: engine default; false: off (eager); N: capture up to N (tokens or requests, "
+             "depending on the engine)."),
+        Knob("tensor_parallel", _pos_int, "GPUs sharding one replica's attention; 1 renders nothing."),
         Knob("data_parallel", _pos_int,
-             "Attention replicas; a trial needs tensor_parallel x data_parallel GPUs on one node. vLLM "
-             "--data-parallel-size (for a MoE model the expert layers still run in lockstep across replicas), "
-             "SGLang --dp-size (independent replicas behind SGLang's router, unless expert_parallel)."),
-        Knob("expert_parallel", _bool,
-             "Shard the MoE experts across all tensor_parallel x data_parallel GPUs. vLLM "
-             "--enable-expert-parallel; SGLang --ep-size (with --enable-dp-attention and --tp-size = all GPUs "
-             "when data_parallel > 1)."),
+             "Attention replicas; a trial needs tensor_parallel x data_parallel GPUs on one node. For a "
+             "mixture-of-experts model engines differ: lockstep ranks sharing the experts, or independent replicas."),
+        Knob("expert_parallel", _bool, "Shard the MoE experts across all tensor_parallel x data_parallel GPUs."),
         Knob("speculative", _speculative,
-             "Speculative decoding, {method, num_tokens[, draft_model]}. vLLM --speculative-config JSON; SGLang "
-             "--speculative-algorithm (mtp -> NEXTN) with --speculative-num-steps / -eagle-topk / "
-             "-num-draft-tokens."),
-        Knob("max_model_len", _pos_int, "Longest sequence served. vLLM --max-model-len, SGLang --context-length."),
+             "Speculative decoding, {method: mtp|eagle|eagle3|ngram, num_tokens: N[, draft_model]}: N tokens "
+             "proposed per step."),
+        Knob("max_model_len", _pos_int, "Longest sequence (prompt + output) served."),
         Knob("scheduling_policy", _name,
-             "Request order. vLLM --scheduling-policy (fcfs, priority); SGLang --schedule-policy (fcfs, lpm, "
-             "random, dfs-weight, lof; priority also sets --enable-priority-scheduling)."),
+             "Order in which waiting requests are scheduled: fcfs, priority, or an engine's own (e.g. lpm)."),
     )
 }
 

@@ -93,19 +93,19 @@ class EngineSpec(_Strict):
     venv: str | None = Field(
         default=None,
         description="A virtual environment the engine is installed in: the launcher becomes its own "
-        "executable there (e.g. <venv>/bin/vllm serve, <venv>/bin/python -m sglang.launch_server).",
+        "executable there (e.g. <venv>/bin/<engine command>, <venv>/bin/python -m <engine module>).",
     )
     image: str | None = Field(
         default=None,
-        description="A container image the engine runs in (e.g. vllm/vllm-openai:v0.17.1); the trial's GPUs "
+        description="A container image the engine runs in (an engine's published image and tag); the trial's GPUs "
         "are passed to it, it shares the host network, and `download_dir` is mounted at the same path.",
     )
     container_runtime: Literal["docker", "podman"] = Field(default="docker", description="Runtime for `image`.")
     container_args: list[str] = Field(default_factory=list, description="Extra arguments of `docker run` (mounts, shm size...).")
     download_dir: str | None = Field(
         default=None,
-        description="Where the engine downloads and finds model weights on each node (vLLM and SGLang "
-        "--download-dir); farm can fill it before the first trial so no trial times a download.",
+        description="Where the engine downloads and finds model weights on each node (the adapter passes its own "
+        "flag for it); farm can fill it before the first trial so no trial times a download.",
     )
     skip_unsupported: SkipUnsupported = Field(
         default=False,

@@ -196,7 +196,7 @@ class Engine:
         head = (spec.launcher or self.default_launcher)[0]
         if PurePosixPath(head).name.startswith("python"):
             return [head]
-        if "/" in head:  # e.g. /opt/venvs/vllm/bin/vllm -> that venv's python
+        if "/" in head:  # e.g. /opt/venvs/engine/bin/serve-command -> that venv's python
             return [str(PurePosixPath(head).parent / "python")]
         return ["python3"]
 

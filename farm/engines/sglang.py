@@ -2,6 +2,19 @@
 
 Flags, log lines and defaults checked against SGLang 0.4.3 to 0.5.x (the seed ran 0.5.9); each
 failure pattern's real log excerpt and its source are in tests/fixtures/engine-logs/ (SOURCES.md).
+
+Knobs in SGLang's terms (KNOB_RENDERERS below), and what is particular about them:
+- prefix_caching: the radix cache is on by default and has no "on" flag; off is
+  --disable-radix-cache.
+- gpu_memory_fraction: --mem-fraction-static budgets weights and the KV pool only; activations
+  and CUDA graphs live in the rest.
+- max_batched_tokens: --chunked-prefill-size, which also splits every longer prompt into chunks.
+- cuda_graph N: --cuda-graph-max-bs, in requests.
+- kv_offload N: hierarchical cache, --hicache-size N in whole GB per rank; it extends the radix
+  cache, so it needs prefix caching on.
+- data_parallel without expert_parallel: independent replicas behind SGLang's router; with it,
+  DP attention inside one tensor-parallel group whose experts are spread over every GPU.
+- speculative mtp: NEXTN, drafting num_tokens tokens as a chain (top-k 1).
 """
 
 from __future__ import annotations

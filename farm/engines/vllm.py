@@ -3,6 +3,19 @@
 Flags, log lines and defaults checked against vLLM 0.10 to 0.17 (the seed ran 0.17.1) and the
 CPU build 0.32 that `shared/reference/engine-logs/` was recorded with; each failure pattern's
 real log excerpt and its source are in tests/fixtures/engine-logs/ (SOURCES.md).
+
+Knobs in vLLM's terms (KNOB_RENDERERS below), and what is particular about them:
+- prefix_caching: --enable-prefix-caching / --no-enable-prefix-caching, both explicit, because
+  recent vLLM turns it on by default for many models (and not for all): the log says which.
+- gpu_memory_fraction: --gpu-memory-utilization budgets weights, activations and KV cache
+  together (SGLang's --mem-fraction-static leaves activations out).
+- max_batched_tokens: --max-num-batched-tokens, the token budget of one step.
+- cuda_graph N: --max-cudagraph-capture-size, in tokens per step (with speculative decoding a
+  request is several tokens).
+- kv_offload N: --kv-offloading-size N (GiB, summed over tensor-parallel ranks) with the native
+  CPU offloading backend.
+- data_parallel of a MoE model: DP ranks step in lockstep and share the expert layers (tensor-
+  sliced, or expert-parallel with expert_parallel).
 """
 
 from __future__ import annotations
