@@ -71,6 +71,7 @@ class TrialRunner:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._secrets: list[str] = []
+        self._port = 0
 
     # -- helpers -------------------------------------------------------------------------
     def _log_tail(self) -> str:
@@ -145,13 +146,15 @@ class TrialRunner:
             return
 
         port = free_port(spec.host)
-        argv = self.engine.command(spec, trial, port=port)
+        self._port = port
+        argv = self.engine.command(spec, trial, port=port, gpu_ids=result.gpus or None)
         result.command = redact_args(argv, self.engine.secret_flags(spec))
         (self.dir / "command.txt").write_text(" ".join(result.command) + "\n")
         result.engine_version = self._version()
         with self._lock:
             self.proc = EngineProcess(argv, env, self.dir / "engine.log")
             self.proc.start()
+        result.engine_pid = self.proc.pid
         base_url = f"http://{spec.host}:{port}"
         try:
             ready_s = self.proc.wait_ready(base_url + self.engine.ready_path, spec.ready_timeout_s)
@@ -229,8 +232,13 @@ class TrialRunner:
 
     def stop(self) -> None:
         with self._lock:
-            if self.proc is not None:
-                self.proc.stop()
+            if self.proc is None:
+                return
+            self.proc.stop()
+            # A container outlives its `docker run` client: remove it by name.
+            cleanup = self.engine.cleanup_command(self.job.engine_spec, self.job.trial, port=self._port)
+            if cleanup:
+                subprocess.run(cleanup, capture_output=True, timeout=60)
 
 
 def _node_ip() -> str | None:

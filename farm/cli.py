@@ -61,6 +61,13 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
                    resume=resume, repeats=repeats or study.repeats, workdir=Path(workdir).resolve(), command=argv)
 
 
+from farm.commands.analyze import analyze  # noqa: E402  (commands register after the group exists)
+from farm.commands.report import report  # noqa: E402
+
+cli.add_command(analyze)
+cli.add_command(report)
+
+
 def main() -> None:
     cli(prog_name="farm")
 

@@ -115,6 +115,7 @@ class TrialResult(BaseModel):
     node_ip: str | None = None
     gpus: list[str] = Field(default_factory=list, description="GPU ids the engine saw (CUDA_VISIBLE_DEVICES).")
     gpu_name: str | None = None
+    engine_pid: int | None = Field(default=None, description="PID of the engine server (its process group id).")
     attempt: int = 1
     started_at: float | None = None
     finished_at: float | None = None

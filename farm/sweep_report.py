@@ -1,36 +1,61 @@
-"""The end of a sweep: selection over the stored results, the report, and where to look next."""
+"""The end of a sweep, and `farm report SWEEP_ID`: selection and report over the stored results.
+
+Both read the trial results back from MLflow (never from best-so-far state in the driver), so a
+resumed or re-analysed sweep reports exactly what a fresh one would.
+"""
 
 from __future__ import annotations
 
 import sys
+import tempfile
+from pathlib import Path
 
 from rich.console import Console
 
 from farm import tracking
-from farm.results import Status, TrialResult
+from farm.errors import UserError
+from farm.records import records_from_trials, write_results_file
+from farm.report import Report, render, report_for, write_plots
+from farm.results import TrialResult
 from farm.spec import Study
 
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
-def _mean_tps(result: TrialResult, profile: str) -> float | None:
-    values = [r.metrics.total_tps for r in result.runs_of(profile) if r.metrics is not None]
-    return sum(values) / len(values) if values else None
-
-
-def first_selection(results: list[TrialResult], profile: str) -> TrialResult | None:
-    eligible = [r for r in results if r.status == Status.ok and _mean_tps(r, profile) is not None]
-    return max(eligible, key=lambda r: _mean_tps(r, profile), default=None)
+def build(study: Study, grid: str | None, results: list[TrialResult], sweep_id: str, outdir: Path,
+          strategy: str = "best") -> tuple[Report | None, str | None, list[Path]]:
+    """Report, or why there is none, and the files written (report.md, results.json, plots)."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    records = records_from_trials(results, study, grid=grid, sweep_id=sweep_id)
+    files = [write_results_file(records, outdir / "results.json")]
+    try:
+        report = report_for(records, study, strategy=strategy, grid=grid)
+    except UserError as exc:  # e.g. no eligible trial: the sweep still has its results
+        return None, exc.reason, files
+    (outdir / "report.md").write_text(render(report, "markdown"))
+    files.append(outdir / "report.md")
+    (outdir / "recommendation.txt").write_text(report.selection.recommended.command + "\n")
+    files.append(outdir / "recommendation.txt")
+    files += [Path(p) for p in write_plots(report, outdir / "plots")]
+    return report, None, files
 
 
 def finish(study: Study, grid: str, outcome, uri: str) -> None:
-    profile = study.grid_primary_profile(grid)
-    best = first_selection(outcome.results, profile)
-    tracking.finish_sweep(uri, outcome.sweep_id, "finished")
-    if best is None:
-        console.print("no eligible trial: nothing to recommend (see the statuses above)")
+    with tempfile.TemporaryDirectory() as tmp:
+        report, why, files = build(study, grid, outcome.results, outcome.sweep_id, Path(tmp))
+        tracking.finish_sweep(uri, outcome.sweep_id, "finished", files)
+    if report is None:
+        console.print(f"no recommendation: {why}")
     else:
-        console.print(f"\nrecommended ({_mean_tps(best, profile):,.0f} total tok/s on {profile}):")
-        print(f"  {best.serve_command}")
-    console.print(f"\nsweep id: {outcome.sweep_id}")
+        rec = report.selection.recommended
+        console.print(f"\nrecommended: trial {rec.name or rec.trial}, {rec.total_tps:,.1f} total tok/s on "
+                      f"{report.selection.primary_profile}")
+        print(f"  {rec.command}")
+        for w in report.warnings[:8]:
+            console.print(f"  warning {w.code}: {w.message}")
+        if len(report.warnings) > 8:
+            console.print(f"  ... {len(report.warnings) - 8} more warning(s) in the report")
+    console.print(f"\nsweep id: {outcome.sweep_id}  (report: farm report {outcome.sweep_id} --tracking-uri {uri})")
     console.print(f"results:  mlflow ui --backend-store-uri {uri}")
+    if report is None:
+        raise SystemExit(1)

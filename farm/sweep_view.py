@@ -25,8 +25,13 @@ def _flags_text(trial: Trial) -> str:
 
 def print_dry_run(study: Study, grid: str, trials: list[Trial]) -> None:
     """Every trial with its exact command line, one line each, ready to paste; nothing starts."""
+    from farm.grid import grid_costs
+
     print(f"study {study.name} ({study.source}), grid {grid}: {len(trials)} trial(s), "
           f"profiles {', '.join(study.grid_profiles(grid))}, primary {study.grid_primary_profile(grid)}")
+    print("cost of each grid at the seed's measured durations:")
+    for cost in grid_costs(study).values():
+        print(f"  {cost.line()}")
     for t in trials:
         engine = get_engine(t.engine)
         spec = study.engines[t.engine]

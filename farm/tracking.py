@@ -138,6 +138,8 @@ def log_trial(uri: str, exp_id: str | None, sweep_id: str, result: TrialResult, 
         params.append(Param("name", trial.name))
     params += [Param(f"flag.{k}", json.dumps(v) if isinstance(v, (dict, list)) else str(v))
                for k, v in trial.all_flags.items()]
+    params += [Param(f"knob.{k}", json.dumps(v) if isinstance(v, (dict, list)) else str(v))
+               for k, v in (trial.knobs or {}).items()]
     tags = []
     if result.reason:
         tags.append(RunTag("farm.reason", result.reason[:5000]))

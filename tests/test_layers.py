@@ -1,0 +1,16 @@
+"""The pure layer never imports ray or mlflow (checked in a fresh interpreter)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+PURE = ["farm.spec", "farm.grid", "farm.trial", "farm.results", "farm.engines", "farm.engines.vllm",
+        "farm.engines.sglang", "farm.engines.mock", "farm.secrets", "farm.bench_client", "farm.datasets"]
+
+
+def test_pure_modules_import_neither_ray_nor_mlflow():
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in PURE) +
+            "bad = [m for m in ('ray', 'mlflow') if m in sys.modules]\nprint(','.join(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

@@ -1,0 +1,111 @@
+"""Engine process supervision with real processes: crash vs timeout, stop by group, watchdog."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from farm.proc import EngineExited, EngineProcess, ReadyTimeout, clean_env, free_port
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purposes
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_dead(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+# A server that forks a child (like vLLM's engine core) and ignores nothing.
+SERVER = r"""
+import http.server, os, sys, time
+port = int(sys.argv[1])
+child = os.fork()
+if child == 0:
+    open(sys.argv[2], "w").write(str(os.getpid()))
+    time.sleep(3600)
+    os._exit(0)
+print("serving", flush=True)
+http.server.HTTPServer(("127.0.0.1", port), http.server.SimpleHTTPRequestHandler).serve_forever()
+"""
+
+
+def test_crash_is_told_apart_from_timeout(tmp_path):
+    crash = EngineProcess([sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"], dict(os.environ),
+                          tmp_path / "crash.log")
+    crash.start()
+    with pytest.raises(EngineExited) as info:
+        crash.wait_ready("http://127.0.0.1:9/health", timeout_s=30)
+    assert info.value.returncode == 3
+    assert "boom" in (tmp_path / "crash.log").read_text()
+    crash.stop()
+
+    hang = EngineProcess([sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ), tmp_path / "hang.log")
+    hang.start()
+    with pytest.raises(ReadyTimeout):
+        hang.wait_ready(f"http://127.0.0.1:{free_port()}/health", timeout_s=1.5)
+    hang.stop()
+    assert not _alive(hang.pid)
+
+
+def test_ready_then_stop_kills_the_whole_group(tmp_path):
+    port = free_port()
+    child_file = tmp_path / "child.pid"
+    eng = EngineProcess([sys.executable, "-c", SERVER, str(port), str(child_file)], dict(os.environ),
+                        tmp_path / "engine.log", grace_s=2)
+    eng.start()
+    eng.wait_ready(f"http://127.0.0.1:{port}/", timeout_s=30)
+    child = int(child_file.read_text())
+    assert _alive(child)
+    eng.stop()
+    assert not _alive(eng.pid)
+    assert _wait_dead(child, 5)
+
+
+def test_watchdog_kills_engine_when_owner_dies(tmp_path):
+    """The owner is killed with SIGKILL (no cleanup runs): its engine must be gone within 10 s."""
+    port = free_port()
+    pid_file = tmp_path / "engine.pid"
+    owner_code = f"""
+import os, sys, time
+sys.path[:0] = {sys.path!r}
+from pathlib import Path
+from farm.proc import EngineProcess
+eng = EngineProcess([sys.executable, '-c', 'import time; time.sleep(3600)'], dict(os.environ), Path({str(tmp_path / 'e.log')!r}))
+eng.start()
+Path({str(pid_file)!r}).write_text(str(eng.pid))
+time.sleep(3600)
+"""
+    owner = subprocess.Popen([sys.executable, "-c", owner_code])
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    engine_pid = int(pid_file.read_text())
+    assert _alive(engine_pid)
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    assert _wait_dead(engine_pid, 10), "engine outlived its owner"
+
+
+def test_engine_environment_has_no_ray_variables():
+    env = clean_env({"RAY_ADDRESS": "x:6379", "RAY_JOB_ID": "1", "PATH": "/bin"}, {"VLLM_SERVER_DEV_MODE": "1"})
+    assert env == {"PATH": "/bin", "VLLM_SERVER_DEV_MODE": "1"}

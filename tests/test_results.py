@@ -1,0 +1,42 @@
+"""Parsing a real guidellm 0.8.1 JSON report (produced once against `guidellm mock-server`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import FIXTURES
+from farm.results import ReportError, parse_report
+
+REPORT = FIXTURES / "guidellm-0.8.1-mock-report.json"
+
+
+def test_parse_real_report_totals():
+    raw = json.loads(REPORT.read_text())
+    metrics, version = parse_report(raw, total_requests=64)
+    bench = raw["benchmarks"][0]
+    assert version == "0.8.1"
+    assert metrics.successful_requests == bench["metrics"]["request_totals"]["successful"] == 64
+    assert metrics.success_rate == 1.0
+    # total_tps comes from the totals, not from guidellm's windowed rate
+    prompt = bench["metrics"]["prompt_token_count"]["successful"]["total_sum"]
+    output = bench["metrics"]["output_token_count"]["successful"]["total_sum"]
+    assert metrics.total_tps == pytest.approx((prompt + output) / bench["duration"])
+    assert metrics.output_tps == pytest.approx(output / bench["duration"])
+    assert metrics.guidellm_total_tps_mean == pytest.approx(bench["metrics"]["tokens_per_second"]["successful"]["mean"])
+    assert metrics.ttft_mean_ms == pytest.approx(bench["metrics"]["time_to_first_token_ms"]["successful"]["mean"])
+    assert metrics.tpot_p95_ms == pytest.approx(
+        bench["metrics"]["time_per_output_token_ms"]["successful"]["percentiles"]["p95"])
+    assert metrics.latency_mean_s < 10 and metrics.ttft_mean_ms > 0
+
+
+def test_success_rate_is_over_the_profiles_requests():
+    metrics, _ = parse_report(REPORT, total_requests=128)
+    assert metrics.success_rate == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("bad", [{}, {"benchmarks": []}, {"benchmarks": [{"metrics": {}}]}])
+def test_malformed_reports(bad):
+    with pytest.raises(ReportError):
+        parse_report(bad)

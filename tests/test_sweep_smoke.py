@@ -1,0 +1,106 @@
+"""End to end: `farm sweep --grid smoke` through the CLI, on a local Ray without GPUs, real guidellm,
+real mock-server engines, a temporary SQLite MLflow store."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from conftest import run_farm
+
+pytestmark = pytest.mark.slow
+
+
+def _dead(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().split()[2] == "Z"
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("smoke")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    proc = run_farm("sweep", "--grid", "smoke", "--tracking-uri", uri, "--workdir", str(tmp / "runs"), cwd=tmp)
+    return proc, uri, tmp
+
+
+def test_sweep_succeeds_and_recommends_the_fastest_mock(smoke):
+    proc, _, _ = smoke
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "recommended" in out
+    command = out.split("recommended", 1)[1].splitlines()[1]
+    # ttft 50 ms and itl 10 ms are the lowest latencies of the grid: the fastest configuration
+    assert "--ttft-ms=50" in command and "--itl-ms=10" in command
+    assert "mock-server" in command and "--port" not in command
+    assert "sweep id:" in out and "mlflow ui --backend-store-uri" in out
+
+
+def test_every_trial_is_a_child_run_with_params_metrics_and_artifacts(smoke):
+    proc, uri, _ = smoke
+    assert proc.returncode == 0
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("qwen3.5-35b-a3b")
+    parents = client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'sweep'")
+    assert len(parents) == 1
+    sweep = parents[0]
+    assert sweep.info.status == "FINISHED"
+    assert sweep.info.run_id in proc.stdout
+    children = client.search_runs([exp.experiment_id],
+                                  filter_string=f"tags.`mlflow.parentRunId` = '{sweep.info.run_id}'")
+    assert len(children) == 4
+    combos = set()
+    for child in children:
+        params, metrics = child.data.params, child.data.metrics
+        combos.add((params["flag.ttft-ms"], params["flag.itl-ms"]))
+        assert params["engine"] == "mock"
+        assert child.data.tags["farm.status"] == "ok"
+        for profile in ("smoke_chat", "smoke_generation"):
+            assert metrics[f"{profile}/total_tps"] > 0
+            assert metrics[f"{profile}/ttft_mean_ms"] > 0
+            assert metrics[f"{profile}/tpot_mean_ms"] > 0
+            assert metrics[f"{profile}/success_rate"] == pytest.approx(1.0, abs=0.05)
+        files = {a.path for a in client.list_artifacts(child.info.run_id, "files")}
+        assert "files/engine.log" in files
+        assert "files/smoke_chat-r0.json" in files and "files/smoke_generation-r0.json" in files
+        assert {"result.json", "command.txt"} <= {a.path for a in client.list_artifacts(child.info.run_id)}
+    assert combos == {("50", "10"), ("50", "40"), ("200", "10"), ("200", "40")}
+    # the slower mock settings measure slower: latency knobs show in the numbers
+    by = {(c.data.params["flag.ttft-ms"], c.data.params["flag.itl-ms"]): c.data.metrics for c in children}
+    assert by[("50", "10")]["smoke_chat/total_tps"] > by[("200", "40")]["smoke_chat/total_tps"]
+    assert by[("50", "40")]["smoke_generation/tpot_mean_ms"] > by[("50", "10")]["smoke_generation/tpot_mean_ms"]
+
+
+def test_no_engine_outlives_the_sweep(smoke):
+    import json
+
+    proc, uri, tmp = smoke
+    results = list((tmp / "runs").glob("*/*/attempt-*/engine.log"))
+    assert len(results) == 4
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("qwen3.5-35b-a3b")
+    pids = []
+    for child in client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'trial'"):
+        path = client.download_artifacts(child.info.run_id, "result.json", str(tmp))
+        pids.append(json.loads(open(path).read())["engine_pid"])
+    assert len(pids) == 4 and all(pids)
+    deadline = time.monotonic() + 5
+    while not all(_dead(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert all(_dead(p) for p in pids)
+
+
+def test_dry_run_lists_the_full_study_without_starting_anything(tmp_path):
+    proc = run_farm("sweep", "--grid", "full", "--dry-run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "vllm serve Qwen/Qwen3.5-35B-A3B" in proc.stdout
+    assert "sglang.launch_server --model-path=Qwen/Qwen3.5-35B-A3B-FP8" in proc.stdout
+    assert not (tmp_path / "mlflow.db").exists()
+    assert list(tmp_path.iterdir()) == []
