@@ -7,6 +7,7 @@ before every benchmark run; the engine never outlives the runner (process group 
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import socket
@@ -203,8 +204,6 @@ class TrialRunner:
                 run.status = Status.engine_crashed
             return run
         try:
-            import json
-
             raw = json.loads(report.read_text())
             run.metrics, _ = parse_report(raw, profile.requests)
             report.write_text(json.dumps(slim_report(raw)))
