@@ -104,3 +104,14 @@ def test_dry_run_lists_the_full_study_without_starting_anything(tmp_path):
     assert "sglang.launch_server --model-path=Qwen/Qwen3.5-35B-A3B-FP8" in proc.stdout
     assert not (tmp_path / "mlflow.db").exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_trial_needing_more_gpus_than_any_node_is_refused(tmp_path):
+    """The seed grid needs one GPU per trial; this machine's local Ray has none: exit 2, nothing logged."""
+    proc = run_farm("sweep", "--grid", "seed", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+                    "--workdir", str(tmp_path / "runs"), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "needs 1 GPU(s) on one node; the largest node has 0" in lines[0]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "runs").exists()
