@@ -190,7 +190,11 @@ def _profile_seconds(study: Study, name: str, durations: Mapping[str, float]) ->
 def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = None,
               run_overhead_s: float = RUN_OVERHEAD_S) -> GridCost:
     """Size and estimated GPU-hours of `grid`: each trial starts its engine once
-    (`Engine.start_overhead_s`), then runs every profile `study.repeats` times."""
+    (`Engine.start_overhead_s`), then runs every profile `study.repeats` times (for 'auto': the
+    first pass; later passes are bounded by the study's run budget)."""
+    from farm.plan import first_pass_repeats
+
+    repeats = first_pass_repeats(study.repeats)
     durations = SEED_PROFILE_SECONDS if durations is None else durations
     trials = expand(study, grid)
     profiles = study.grid_profiles(grid)
@@ -200,14 +204,14 @@ def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = N
     by_engine: dict[str, int] = {}
     for trial in trials:
         start = starts.setdefault(trial.engine, get_engine(trial.engine).start_overhead_s)
-        one = start + study.repeats * sum(seconds[p][0] + run_overhead_s for p in trial.profiles)
+        one = start + repeats * sum(seconds[p][0] + run_overhead_s for p in trial.profiles)
         trial_s += one
         gpu_s += one * trial.gpus
         by_engine[trial.engine] = by_engine.get(trial.engine, 0) + 1
     return GridCost(
         grid=grid,
         trials=len(trials),
-        runs=sum(len(t.profiles) for t in trials) * study.repeats,
+        runs=sum(len(t.profiles) for t in trials) * repeats,
         gpus_max=max(t.gpus for t in trials),
         gpu_hours=round(gpu_s / 3600, 2),
         trial_hours=round(trial_s / 3600, 2),

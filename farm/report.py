@@ -15,9 +15,13 @@ from typing import TYPE_CHECKING, Any, Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from farm.errors import UserError
+from farm.plan import AUTO_MAX_PASSES
 from farm.records import Results, RunRecord
 from farm.select import (
     METRIC_LABELS,
+    SINGLE_RUN_NOISE,
+    STAT_LABELS,
+    STAT_METRICS,
     STRATEGIES,
     ReportWarning,
     Selection,
@@ -39,6 +43,9 @@ PEAK_FACTOR = 10.0         # peak output rate vs mean output rate
 
 WARNING_CODES = ("rate_mismatch", "tpot_inconsistent", "peak_implausible", "itl_zero", "single_run",
                  "local_optimum", "no_baseline")
+# Checks of the evidence itself (issue 7): differences the data cannot separate, a recommendation
+# whose gain over the baseline is not significant, nodes that differ, knobs tried only up to an edge.
+EVIDENCE_CODES = ("cannot_separate", "not_significant", "node_effect", "edge_of_range")
 
 
 class _Strict(BaseModel):
@@ -100,6 +107,7 @@ class Report(_Strict):
     warnings: list[ReportWarning]
     rate_analysis: RateAnalysis | None
     results: Results
+    slo: dict[str, str] = Field(default_factory=dict, description="Profile -> its SLOs in words.")
 
 
 # --------------------------------------------------------------------------------------
@@ -124,7 +132,19 @@ def build_report(results: Results, settings: SelectionSettings, strategy: str = 
     warnings = check_warnings(results, selection, rate)
     models = ", ".join(dict.fromkeys(r.model for r in results.records))
     return Report(title=f"Throughput optimization of {models}", selection=selection, warnings=warnings,
-                  rate_analysis=rate, results=results)
+                  rate_analysis=rate, results=results,
+                  slo={p: slo_text(spec) for p, spec in settings.slo.items()})
+
+
+def slo_text(slo) -> str:
+    parts = []
+    if slo.ttft_p95_ms_max is not None:
+        parts.append(f"P95 TTFT <= {slo.ttft_p95_ms_max:g} ms")
+    if slo.tpot_mean_ms_max is not None:
+        parts.append(f"mean TPOT <= {slo.tpot_mean_ms_max:g} ms")
+    if slo.min_success_rate is not None:
+        parts.append(f"success rate >= {pct_text(slo.min_success_rate)}")
+    return ", ".join(parts) + (" (mean over the repeats); also guidellm goodput" if slo.goodput else " (mean over the repeats)")
 
 
 def report_for(results: Results, study: "Study", *, strategy: str = "best", baseline: str | None = None,
@@ -161,8 +181,8 @@ def rate_analysis(results: Results, settings: SelectionSettings, selection: Sele
     strategies = [selection.strategy] + [s for s in STRATEGIES if s != selection.strategy]
     choices = [c for s in strategies for m in ("total_tps", other)
                if (c := _choice(results, settings, s, m, other if m == "total_tps" else "total_tps"))]
-    recorded = build_table(results, "total_tps", settings.min_success_rate)
-    recomputed = build_table(results, other, settings.min_success_rate)
+    recorded = build_table(results, "total_tps", settings.min_success_rate, settings.slo)
+    recomputed = build_table(results, other, settings.min_success_rate, settings.slo)
     cells = [c for c in recorded.on(settings.primary_profile) if c.eligible]
     rec_values = {c.trial: c.score for c in cells}
     other_values = {c.trial: recomputed.cells[(c.trial, c.profile)].score for c in cells}
@@ -316,7 +336,66 @@ def check_warnings(results: Results, selection: Selection, rate: RateAnalysis | 
     out += check_rate_conclusion(rate, selection)
     out += check_single_runs(results)
     out += check_selection(selection, results)
-    return sorted(out, key=lambda w: WARNING_CODES.index(w.code) if w.code in WARNING_CODES else len(WARNING_CODES))
+    out += check_evidence(selection, results)
+    order = WARNING_CODES + EVIDENCE_CODES
+    return sorted(out, key=lambda w: order.index(w.code) if w.code in order else len(order))
+
+
+def _fmt_pct(x: float | None, signed: bool = True) -> str:
+    return "n/a" if x is None else (f"{x:+.2f} %" if signed else f"{x:.2f} %")
+
+
+def interval_text(d) -> str:
+    """A DiffStat as '+4.10 % [+1.20, +7.00], Holm p = 0.012' (or why it cannot be told)."""
+    if d is None:
+        return "n/a"
+    if d.ci_low_pct is None or d.ci_high_pct is None:
+        if min(d.n_a, d.n_b) < 2:
+            return f"{_fmt_pct(d.relative_pct)} (single runs: no interval, no test)"
+        return f"{_fmt_pct(d.relative_pct)} (cannot tell: {d.note or 'no interval'})"
+    p = f", Holm p = {d.p_holm:.3g}" if d.p_holm is not None else ""
+    return f"{_fmt_pct(d.relative_pct)} [{d.ci_low_pct:+.2f}, {d.ci_high_pct:+.2f}]{p}"
+
+
+def check_evidence(selection: Selection, results: Results) -> list[ReportWarning]:
+    out = []
+    labels = {r.trial: r.label for r in results.records}
+    primary = selection.primary_profile
+    if selection.unseparated:
+        rows = {t.id: t for t in selection.trials if t.profile == primary}
+        names = [labels[t] for t in selection.unseparated]
+        values = [rows[t].total_tps for t in selection.unseparated]
+        spread = (max(values) / min(values) - 1) * 100
+        listed = ", ".join(names[:-1]) + f" and {names[-1]}"
+        msg = (f"single runs cannot separate {listed} on {primary}: their {METRIC_LABELS[selection.metric]} lies within "
+               f"{spread:.2f} % ({min(values):.2f} to {max(values):.2f}), inside the \u00b1{SINGLE_RUN_NOISE * 100:g} % run-to-run "
+               f"noise farm assumes where no repeats measure it")
+        gaps = []
+        for t in selection.unseparated:
+            for rec in results.records:
+                if rec.trial == t and rec.profile == primary and rec.measured and rec.tps_from_totals:
+                    gaps.append(abs(rec.metrics["total_tps"] / rec.tps_from_totals - 1) * 100)
+        if gaps and max(gaps) > RATE_TOLERANCE * 100:
+            msg += (f"; the two throughput figures of these very runs (recorded and from totals) disagree by "
+                    f"{min(gaps):.2f} to {max(gaps):.2f} %")
+        out.append(ReportWarning(code="cannot_separate", profile=primary,
+                                 message=msg + "; repeat them (study `repeats`, 3 or more) to tell them apart"))
+    for row in selection.comparison:
+        d = row.delta
+        if d is not None and d.significant is False:
+            out.append(ReportWarning(code="not_significant", trial=labels.get(d.a), profile=row.profile, message=(
+                f"the recommendation's gain over the baseline on {row.profile} is not significant at "
+                f"\u03b1 = {selection.alpha:g} (Holm over {len(selection.comparison)} profiles): {interval_text(d)}")))
+    nodes = selection.nodes
+    if nodes is not None and nodes.effect:
+        for n in nodes.nodes:
+            if n.vs_others and n.vs_others.significant:
+                out.append(ReportWarning(code="node_effect", trial=labels.get(nodes.trial), profile=nodes.profile, message=(
+                    f"the baseline on node {n.node} differs from the other nodes: {interval_text(n.vs_others)}; "
+                    "trials that ran on different nodes are not strictly comparable")))
+    for e in selection.edges:
+        out.append(ReportWarning(code="edge_of_range", profile=primary, message=e.message))
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -328,7 +407,8 @@ def report_json(report: Report) -> dict[str, Any]:
     sel = report.selection
     rec = sel.recommended
     trials = [t.model_dump(include={"id", "name", "engine", "model", "flags", "profile", "total_tps", "tps_from_totals",
-                                    "tpot_mean_ms", "success_rate", "repeats", "runs", "eligible", "reason"})
+                                    "tpot_mean_ms", "success_rate", "repeats", "runs", "eligible", "reason", "stats",
+                                    "nodes", "node_control_of", "slo_broken"})
               for t in sel.trials]
     return {
         "source": report.results.source,
@@ -349,6 +429,15 @@ def report_json(report: Report) -> dict[str, Any]:
         "steps": [s.model_dump() for s in sel.steps],
         "warnings": [w.model_dump(include={"code", "trial", "profile", "message"}) for w in report.warnings],
         "rate_analysis": report.rate_analysis.model_dump() if report.rate_analysis else None,
+        # issue 7: the evidence behind the recommendation
+        "alpha": sel.alpha,
+        "sequential": sel.sequential,
+        "verdicts": [v.model_dump() for v in sel.verdicts],
+        "cross_profile": sel.cross_profile.model_dump() if sel.cross_profile else None,
+        "nodes": sel.nodes.model_dump() if sel.nodes else None,
+        "pareto": sel.pareto,
+        "edges": [e.model_dump() for e in sel.edges],
+        "unseparated": sel.unseparated,
     }
 
 
@@ -424,7 +513,10 @@ def pretty_command(command: str) -> str:
 def _conclusion(doc: _Doc, report: Report) -> None:
     sel = report.selection
     rec = sel.recommended
-    if sel.strategy == "best":
+    verdict = sel.verdict()
+    if sel.strategy == "best" and verdict is not None and verdict.decision == "tie" and verdict.recommended != verdict.leader:
+        how = "the simplest of the trials the data cannot separate from the best by"
+    elif sel.strategy == "best":
         how = "the global best of what was measured: highest"
     else:
         how = (f"the stepwise replay of grid {doc.tick(sel.step_grid or '')}, each step kept only if it raises the")
@@ -440,14 +532,15 @@ def _conclusion(doc: _Doc, report: Report) -> None:
         doc.p(f"Benchmarks before and after (baseline {doc.tick(b.name or b.trial)}: {b.engine} {b.model} "
               f"{' '.join(b.flags) or 'without flags'}):")
         doc.table(["Profile", "Baseline total TPS", "Baseline mean TPOT (ms)", "Recommended total TPS", "Delta",
-                   "Recommended mean TPOT (ms)"],
+                   "Recommended mean TPOT (ms)", f"Delta {_conf(sel.alpha)} CI, Holm p"],
                   [[r.profile, _num(r.baseline_total_tps), _num(r.baseline_tpot_mean_ms), _num(r.recommended_total_tps),
-                    _signed(r.delta_pct), _num(r.recommended_tpot_mean_ms)] for r in sel.comparison])
+                    _signed(r.delta_pct), _num(r.recommended_tpot_mean_ms), _ci_cell(r.delta)] for r in sel.comparison])
         notes = [f"{r.profile}: {r.note}" for r in sel.comparison if r.note]
         notes += [f"{u.profile}: the {u.role} trial {doc.tick(u.trial)} has no number here: {u.reason}"
                   for u in sel.unmeasured]
         if notes:
             doc.items(notes)
+    _verdict_paragraph(doc, report)
     rate = report.rate_analysis
     if rate and rate.recommendation_changes:
         mine = {c.metric: c for c in rate.choices if c.strategy == sel.strategy}
@@ -461,6 +554,155 @@ def _conclusion(doc: _Doc, report: Report) -> None:
     if counts:
         doc.p("Before trusting these numbers, see the checks below: "
               + ", ".join(f"{doc.tick(c)} x{n}" for c, n in counts.items()) + ".")
+
+
+def _conf(alpha: float) -> str:
+    return f"{(1 - alpha) * 100:g} %"
+
+
+def _ci_cell(d) -> str:
+    if d is None:
+        return "n/a"
+    if d.ci_low_pct is None or d.ci_high_pct is None:
+        return "n/a (single runs)" if min(d.n_a, d.n_b) < 2 else "n/a"
+    mark = "" if d.significant is None else (" (significant)" if d.significant else " (not significant)")
+    return f"[{d.ci_low_pct:+.2f}, {d.ci_high_pct:+.2f}] %, p = {d.p_holm:.3g}{mark}"
+
+
+def _labels(report: Report) -> dict[str, str]:
+    return {t.id: t.name or t.id for t in report.selection.trials}
+
+
+def _verdict_paragraph(doc: _Doc, report: Report) -> None:
+    """Winner, tie or cannot-tell on the primary profile, in words, with the intervals behind it."""
+    sel = report.selection
+    v = sel.verdict()
+    if v is None:
+        return
+    name = _labels(report)
+    tick = lambda t: doc.tick(name.get(t, t))  # noqa: E731
+    cmp_text = "; ".join(f"{tick(c.a)} vs {tick(c.b)} ({' and '.join(c.roles).replace('_', '-')}): {interval_text(c)}"
+                         for c in v.comparisons)
+    family = f"\u03b1 = {v.alpha:g}, Welch, Holm over {len(v.comparisons)} comparison(s)"
+    if v.decision == "winner":
+        text = f"Evidence: {tick(v.winner)} wins on {doc.tick(v.profile)}, its lead is significant ({family}): {cmp_text}."
+    elif v.decision == "tie":
+        lead = v.comparisons[0]
+        text = (f"Evidence: no winner on {doc.tick(v.profile)} (a tie): the lead of {tick(v.leader)} over {tick(v.runner_up)} "
+                f"is {interval_text(lead)}, not significant ({family}). The data cannot separate "
+                f"{', '.join(tick(t) for t in v.tied)}; ")
+        if v.recommended == v.leader:
+            text += f"the leader {tick(v.leader)} is recommended, being also the simplest ({v.complexity.get(v.leader, 0)} non-default choices)."
+        else:
+            text += (f"the simplest of them, {tick(v.recommended)} ({v.complexity.get(v.recommended, 0)} non-default choices "
+                     f"against {v.complexity.get(v.leader, 0)} for {tick(v.leader)}), is recommended: extra flags "
+                     f"that buy no measurable throughput are not worth carrying.")
+        if sel.strategy == "best" and v.recommended != sel.recommended.trial:
+            text += f" (The {sel.strategy} strategy's choice differs: see above.)"
+    elif v.decision == "cannot_tell":
+        text = (f"Evidence: cannot tell on {doc.tick(v.profile)}: with a single run per trial there is no interval and "
+                f"no test; {tick(v.leader)} leads by its mean alone, unconfirmed ({cmp_text}).")
+    else:
+        text = f"Evidence: {tick(v.leader)} is the only eligible trial on {doc.tick(v.profile)}; there is nothing to compare."
+    if sel.strategy == "stepwise" and v.recommended != sel.recommended.trial:
+        text += (f" The stepwise replay recommends {tick(sel.recommended.trial)}; the statistics above are for the best "
+                 "of all trials.")
+    cp = sel.cross_profile
+    if cp is not None and cp.recommended is not None:
+        same = "the same configuration" if cp.recommended == sel.recommended.trial else doc.tick(name.get(cp.recommended, cp.recommended))
+        text += (f" One command for all {len(cp.profiles)} profiles (best worst case over the baseline): {same}; see "
+                 "\"One command for all workloads\".")
+    doc.p(text)
+    if sel.sequential:
+        doc.p(f"These runs come from `--repeats auto`, which looks at the data after every pass and stops when the "
+              f"ranking separates. Such optional stopping inflates the chance of a false winner, so every verdict here "
+              f"is judged at \u03b1 = {sel.alpha:g} per look (at most {AUTO_MAX_PASSES} looks: at most "
+              f"{sel.alpha * AUTO_MAX_PASSES:.0%} over all of them, Bonferroni).")
+
+
+def _cross(doc: _Doc, report: Report) -> None:
+    """One command across workloads: best worst case over the baseline, and what it costs per profile."""
+    cp = report.selection.cross_profile
+    if cp is None:
+        return
+    name = _labels(report)
+    doc.h("One command for all workloads")
+    if cp.recommended is None:
+        doc.p(f"No trial is eligible on every profile ({', '.join(cp.profiles)}), so none can serve them all.")
+        return
+    doc.p(f"The configuration with the best worst-case total throughput relative to the baseline "
+          f"{doc.tick(name.get(cp.baseline, cp.baseline))} over {', '.join(doc.tick(p) for p in cp.profiles)} is "
+          f"{doc.tick(name.get(cp.recommended, cp.recommended))}: at worst {_fmt_pct(cp.worst_case_pct)} "
+          f"(on {doc.tick(cp.worst_profile or '')}), geometric mean {_fmt_pct(cp.geomean_pct)}:")
+    doc.code(pretty_command(cp.command or ""))
+    doc.p("What it costs on each profile against that profile's own recommendation:")
+    doc.table(["Profile", "Profile's pick", "Its total TPS", "This command's total TPS", "vs baseline",
+               f"Cost vs profile's pick ({_conf(report.selection.alpha)} CI, Holm p)"],
+              [[c.profile, name.get(c.winner, c.winner), _num(c.winner_total_tps), _num(c.total_tps),
+                _fmt_pct(c.vs_baseline_pct), "none: it is the pick" if c.cost.a == c.cost.b else interval_text(c.cost)]
+               for c in cp.costs])
+    if cp.profiles_left_out:
+        doc.p(f"Left out (no eligible baseline there): {', '.join(cp.profiles_left_out)}.")
+    rows = [r for r in cp.ranking if r.comparable][:8]
+    if len(rows) > 1:
+        doc.p("Ranking by worst case (then geometric mean) over the baseline:")
+        doc.table(["Trial", "Worst case", "On", "Geometric mean"],
+                  [[name.get(r.trial, r.trial), _fmt_pct(r.worst_case_pct), r.worst_profile or "", _fmt_pct(r.geomean_pct)]
+                   for r in rows])
+    others = [r for r in cp.ranking if not r.comparable]
+    if others:
+        doc.p(f"{len(others)} trial(s) are not eligible or not measured on every profile and cannot serve them all.")
+
+
+def _stat_cell(t, metric: str) -> str:
+    st = t.stats.get(metric)
+    if st is None:
+        return "n/a"
+    if st.ci_low is None:
+        return f"{st.mean:.2f}"
+    return f"{st.mean:.2f} [{st.ci_low:.2f}, {st.ci_high:.2f}]"
+
+
+def _evidence(doc: _Doc, report: Report) -> None:
+    """Per profile: every trial's mean and interval of the four metrics, and the verdict."""
+    sel = report.selection
+    if not any(t.stats for t in sel.trials):
+        return
+    conf = f"{_conf(sel.alpha)}"
+    doc.h(f"Intervals and verdicts (mean [{conf} CI] over the repeats)")
+    by_profile: dict[str, list] = {}
+    for t in sel.trials:
+        by_profile.setdefault(t.profile, []).append(t)
+    verdicts = {v.profile: v for v in sel.verdicts}
+    name = _labels(report)
+    for profile, trials in by_profile.items():
+        doc.h3(profile)
+        front = set(sel.pareto.get(profile, []))
+        trials = sorted(trials, key=lambda t: -(t.total_tps or -1))
+        doc.table(["Trial", "Runs", *[STAT_LABELS[m] for m in STAT_METRICS], "Pareto", "Eligible"],
+                  [[t.name or t.id, str(t.repeats), *[_stat_cell(t, m) for m in STAT_METRICS],
+                    "yes" if t.id in front else "", "yes" if t.eligible else f"no: {t.reason}"] for t in trials])
+        v = verdicts.get(profile)
+        if v is not None:
+            doc.p(f"Verdict: {v.decision}; recommended {doc.tick(name.get(v.recommended, v.recommended))}. {v.reason}")
+        slo = report.slo.get(profile) if report.slo else None
+        if slo:
+            doc.p(f"SLOs of {profile}: {slo}.")
+
+
+def _nodes(doc: _Doc, report: Report) -> None:
+    nodes = report.selection.nodes
+    if nodes is None:
+        return
+    name = _labels(report)
+    doc.h(f"Nodes: the baseline on every node ({nodes.profile})")
+    doc.p(f"The baseline {doc.tick(name.get(nodes.trial, nodes.trial))} was run on {len(nodes.nodes)} nodes "
+          f"(node controls); a significant difference means the nodes themselves differ.")
+    doc.table(["Node", "Runs", "Total TPS mean [CI]", "vs other nodes"],
+              [[n.node, str(n.runs), f"{n.total_tps.mean:.2f}" + (f" [{n.total_tps.ci_low:.2f}, {n.total_tps.ci_high:.2f}]"
+                                                                     if n.total_tps.ci_low is not None else ""),
+                interval_text(n.vs_others)] for n in nodes.nodes])
+    doc.p("Nodes differ significantly." if nodes.effect else "No significant difference between nodes.")
 
 
 def _checks(doc: _Doc, report: Report) -> None:
@@ -542,10 +784,18 @@ def _steps(doc: _Doc, report: Report) -> None:
     if not sel.steps:
         return
     doc.h(f"Optimization steps (grid {sel.step_grid}, {sel.primary_profile})")
-    doc.table(["Step", "Builds on", "Adds", "Total TPS", "vs step before", "vs baseline", "Verdict"],
+    doc.table(["Step", "Builds on", "Adds", "Total TPS", "vs step before", "vs baseline", "Verdict", "Evidence"],
               [[s.step, s.after or "", _adds(s, doc), _num(s.total_tps), _signed(s.delta_pct),
-                _signed(s.delta_vs_baseline_pct), f"{s.verdict}: {s.reason}" if s.reason else s.verdict]
-               for s in sel.steps])
+                _signed(s.delta_vs_baseline_pct), f"{s.verdict}: {s.reason}" if s.reason else s.verdict,
+                _step_evidence(s)] for s in sel.steps])
+
+
+def _step_evidence(step) -> str:
+    if step.significance is None:
+        return ""
+    if step.significance == "cannot_tell":
+        return "cannot tell (single runs)"
+    return f"{step.significance.replace('_', ' ')}: {interval_text(step.delta)}"
 
 
 def _adds(step, doc: _Doc) -> str:
@@ -633,7 +883,8 @@ def render(report: Report, fmt: str = "text") -> str:
         raise UserError(f"unknown report format '{fmt}' (text, markdown, json)", key="--format")
     doc = _Doc(markdown=fmt == "markdown")
     doc.title(report.title)
-    sections: list[Callable[[_Doc, Report], None]] = [_conclusion, _checks, _rates, _conditions, _engines, _steps, _trials]
+    sections: list[Callable[[_Doc, Report], None]] = [_conclusion, _checks, _cross, _evidence, _rates, _conditions,
+                                                      _engines, _steps, _trials, _nodes]
     for section in sections + ([_runs] if doc.md else []):
         section(doc, report)
     if not doc.md:

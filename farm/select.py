@@ -8,6 +8,16 @@ requests its profile asked for succeeded. Two strategies:
 - `stepwise`: the seed's method replayed along the ordered steps of a grid: engines on defaults,
   then each optimization on top of the step it names in `after`, kept only if it beats that step.
 
+With repeats, every difference is judged with farm.stats: per trial and profile the mean and a
+confidence interval of throughput, TTFT and TPOT; on each profile the leader against the
+runner-up and the baseline (relative difference with its interval, Holm over the comparisons).
+`best` recommends a winner only when its lead is significant; otherwise it is a tie and the
+simplest configuration tied with the leader (fewest non-default flags) is recommended. Single
+runs cannot be tested: the leader by mean is recommended, flagged as unconfirmed.
+
+A profile may set SLOs (`slo:` in the study): a trial that breaks one is not eligible there, and
+the reason names the limit and the measured value.
+
 Nothing here remembers a best-so-far between calls: the same records always give the same answer.
 """
 
@@ -19,9 +29,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from farm import stats as fstats
 from farm.errors import UserError
+from farm.plan import FAMILY_ALPHA, NODE_MARK, alpha_for, control_of, is_auto
 from farm.records import ConfigKey, Results, RunRecord, config_key
-from farm.spec import EngineSpec
+from farm.spec import EngineSpec, SLOSpec
 
 if TYPE_CHECKING:
     from farm.spec import Study
@@ -40,6 +52,15 @@ METRIC_LABELS = {
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+# Metrics summarized per trial and profile (mean and confidence interval over the repeats).
+STAT_METRICS = ("total_tps", "output_tps", "ttft_mean_ms", "tpot_mean_ms")
+STAT_LABELS = {"total_tps": "total tok/s", "output_tps": "output tok/s", "ttft_mean_ms": "mean TTFT (ms)",
+               "tpot_mean_ms": "mean TPOT (ms)"}
+# Without repeats there is no measured noise; differences smaller than this between single runs
+# are reported as ones the data cannot separate. An assumption, said wherever it is used.
+SINGLE_RUN_NOISE = 0.05
 
 
 # --------------------------------------------------------------------------------------
@@ -72,6 +93,11 @@ class SelectionSettings(_Strict):
     steps: list[StepDef] = Field(default_factory=list, description="Ordered steps for `stepwise`; empty if the study has none.")
     step_grid: str | None = Field(default=None, description="Grid the steps come from.")
     engines: dict[str, EngineSpec] = Field(default_factory=dict, description="Engine specs, to build serve commands.")
+    slo: dict[str, SLOSpec] = Field(default_factory=dict, description="Profile -> its SLOs (eligibility limits).")
+    alpha: float = Field(default=FAMILY_ALPHA, gt=0, lt=1, description="Significance level of every verdict.")
+    sequential: bool = Field(
+        default=False, description="The runs come from `--repeats auto` (optional stopping): alpha is per look."
+    )
 
 
 def _step_grid(study: "Study", grid: str | None) -> str | None:
@@ -124,6 +150,9 @@ def settings_for(results: Results, study: "Study", *, baseline: str | None = Non
         steps=_steps(study, step_grid),
         step_grid=step_grid,
         engines=dict(study.engines),
+        slo={name: p.slo for name, p in study.profiles.items() if p.slo is not None},
+        alpha=alpha_for(study.repeats),
+        sequential=is_auto(study.repeats),
     )
 
 
@@ -143,6 +172,17 @@ class ChosenTrial(_Strict):
     total_tps: float | None = Field(default=None, description="Its value of the selection metric on the primary profile.")
 
 
+class MetricStats(_Strict):
+    """Mean and confidence interval of one metric over a trial's successful runs on one profile."""
+
+    n: int = Field(description="Runs with this metric.")
+    mean: float
+    std: float | None = Field(default=None, description="Sample standard deviation; none for one run.")
+    ci_low: float | None = Field(default=None, description="Lower end of the Student-t interval of the mean; none for one run.")
+    ci_high: float | None = Field(default=None, description="Upper end; none for one run.")
+    confidence: float = Field(description="Confidence level of the interval.")
+
+
 class TrialRow(_Strict):
     """One trial on one profile: its numbers (mean over its runs) and whether it may be chosen."""
 
@@ -160,6 +200,31 @@ class TrialRow(_Strict):
     success_rate: float | None = Field(description="Lowest success rate of its runs (successful / asked).")
     eligible: bool
     reason: str | None = Field(default=None, description="Why it is not eligible.")
+    stats: dict[str, MetricStats] = Field(
+        default_factory=dict, description="total_tps, output_tps, ttft_mean_ms, tpot_mean_ms: mean and interval over its runs."
+    )
+    nodes: list[str] = Field(default_factory=list, description="Nodes its runs ran on.")
+    node_control_of: str | None = Field(
+        default=None, description="Set for a node control: the trial it repeats on one node (never ranked)."
+    )
+    slo_broken: list[str] = Field(default_factory=list, description="The SLOs of its profile it breaks.")
+
+
+class DiffStat(_Strict):
+    """Relative difference of two trials' means (a against b), with its interval and test."""
+
+    a: str = Field(description="Trial id of a.")
+    b: str = Field(description="Trial id of b.")
+    relative_pct: float | None = Field(description="(mean a / mean b - 1) x 100.")
+    ci_low_pct: float | None = Field(description="Lower end of its interval (Welch/Fieller), in %; none when untestable.")
+    ci_high_pct: float | None = Field(description="Upper end, in %.")
+    p_value: float | None = Field(description="Welch's two-sided p-value; none when untestable (a single run).")
+    p_holm: float | None = Field(default=None, description="Holm-adjusted over the family of comparisons it belongs to.")
+    significant: bool | None = Field(default=None, description="p_holm < alpha; none when untestable.")
+    n_a: int
+    n_b: int
+    note: str = ""
+    roles: list[str] = Field(default_factory=list, description="Why the comparison was made (runner_up, baseline).")
 
 
 class ComparisonRow(_Strict):
@@ -172,6 +237,9 @@ class ComparisonRow(_Strict):
     baseline_tpot_mean_ms: float | None
     recommended_tpot_mean_ms: float | None
     note: str | None = Field(default=None, description="Set when a side is below the success-rate gate.")
+    delta: DiffStat | None = Field(
+        default=None, description="Recommended vs baseline with its interval; Holm over the profiles compared."
+    )
 
 
 class Unmeasured(_Strict):
@@ -223,6 +291,80 @@ class StepRow(_Strict):
     delta_vs_baseline_pct: float | None = None
     verdict: Verdict
     reason: str
+    significance: Literal["significant", "not_significant", "cannot_tell"] | None = Field(
+        default=None, description="Whether its difference from the step before is real (Holm over the steps judged); "
+        "cannot_tell with single runs; none when the step was not judged."
+    )
+    delta: DiffStat | None = Field(default=None, description="This step against the step it builds on.")
+
+
+class ProfileVerdict(_Strict):
+    """Winner, tie or cannot-tell on one profile: the leader against the runner-up and the baseline."""
+
+    profile: str
+    decision: Literal["winner", "tie", "cannot_tell", "only_candidate"]
+    recommended: str = Field(description="Trial id recommended on this profile (the winner, or the simplest tied trial).")
+    winner: str | None = Field(description="The significant winner; none unless decision is 'winner'.")
+    leader: str = Field(description="Best mean.")
+    runner_up: str | None
+    baseline: str | None = Field(description="The baseline, when it is eligible on this profile.")
+    alpha: float
+    tied: list[str] = Field(description="Trials not significantly below the leader (leader included).")
+    comparisons: list[DiffStat] = Field(description="Leader vs runner-up and vs baseline, Holm-adjusted together.")
+    complexity: dict[str, int] = Field(default_factory=dict, description="Non-default flags of each candidate.")
+    candidates: int = Field(description="Eligible trials ranked.")
+    reason: str
+
+
+class CrossProfileCost(_Strict):
+    """What the one command for all workloads gives up on one profile against that profile's own winner."""
+
+    profile: str
+    winner: str = Field(description="This profile's recommended trial.")
+    total_tps: float = Field(description="The one command's mean on this profile.")
+    winner_total_tps: float
+    vs_baseline_pct: float = Field(description="The one command against the baseline, %.")
+    cost: DiffStat = Field(description="The one command against this profile's winner (<= 0 is a cost).")
+
+
+class CrossProfileRow(_Strict):
+    trial: str
+    worst_case_pct: float | None = Field(description="Lowest gain over the baseline across the profiles, %.")
+    worst_profile: str | None
+    geomean_pct: float | None = Field(description="Geometric mean of (trial / baseline) over the profiles, minus 1, in %.")
+    comparable: bool = Field(description="False when it is not eligible (or not measured) on some profile.")
+    missing_profiles: list[str] = Field(default_factory=list)
+
+
+class CrossProfile(_Strict):
+    """One command across workloads: the best worst-case gain over the baseline on every profile."""
+
+    profiles: list[str] = Field(description="Profiles it is judged over (those with an eligible baseline).")
+    profiles_left_out: list[str] = Field(default_factory=list, description="Profiles without an eligible baseline.")
+    baseline: str
+    recommended: str | None = Field(description="Trial id with the best worst case; none if no trial is eligible everywhere.")
+    command: str | None = None
+    worst_case_pct: float | None = None
+    worst_profile: str | None = None
+    geomean_pct: float | None = None
+    costs: list[CrossProfileCost] = Field(default_factory=list)
+    ranking: list[CrossProfileRow] = Field(default_factory=list)
+
+
+class NodeRow(_Strict):
+    node: str
+    runs: int
+    total_tps: MetricStats
+    vs_others: DiffStat | None = Field(default=None, description="This node's runs against every other node's (Holm over nodes).")
+
+
+class NodeCheck(_Strict):
+    """The baseline configuration on every node it ran on: are the nodes alike?"""
+
+    profile: str
+    trial: str = Field(description="The baseline trial.")
+    nodes: list[NodeRow]
+    effect: bool = Field(description="Some node differs significantly from the others.")
 
 
 class ReportWarning(_Strict):
@@ -253,6 +395,20 @@ class Selection(_Strict):
     engines: list[EngineRow]
     engine_lead: EngineLead | None
     steps: list[StepRow]
+    alpha: float = Field(default=FAMILY_ALPHA, description="Significance level of the verdicts.")
+    sequential: bool = Field(default=False, description="Runs from `--repeats auto`: alpha is per look.")
+    verdicts: list[ProfileVerdict] = Field(default_factory=list, description="Winner or tie on each profile.")
+    cross_profile: CrossProfile | None = None
+    nodes: NodeCheck | None = None
+    pareto: dict[str, list[str]] = Field(
+        default_factory=dict, description="Profile -> trial ids on the throughput / mean-TPOT Pareto front.")
+    edges: list[fstats.EdgeWarning] = Field(default_factory=list, description="Numeric flags whose best value is at the edge.")
+    unseparated: list[str] = Field(
+        default_factory=list, description="Single runs: trials within the assumed noise of the recommendation.")
+
+    def verdict(self, profile: str | None = None) -> ProfileVerdict | None:
+        profile = profile or self.primary_profile
+        return next((v for v in self.verdicts if v.profile == profile), None)
 
 
 # --------------------------------------------------------------------------------------
@@ -284,17 +440,46 @@ class Cell:
     reason: str | None = None
     success_rate: float | None = None
     runs_ok: list[RunRecord] = field(default_factory=list)
+    slo_broken: list[str] = field(default_factory=list)
+
+    def values(self, metric: str) -> list[float]:
+        return [v for r in self.runs_ok if (v := r.metric(metric)) is not None]
 
     def mean(self, metric: str) -> float | None:
-        return _mean([v for r in self.runs_ok if (v := r.metric(metric)) is not None])
+        return _mean(self.values(metric))
+
+    @property
+    def control_of(self) -> str | None:
+        return control_of(self.trial)
 
 
-def _judge(cell: Cell, metric: str, min_rate: float) -> None:
+def _slo_breaks(cell: Cell, slo: SLOSpec) -> list[str]:
+    """The latency SLOs the mean over its runs breaks, each with the measured value and the limit."""
+    out = []
+    n = len(cell.runs_ok)
+    over = f" (mean of {n} runs)" if n > 1 else ""
+    for metric, limit, label in (("ttft_p95_ms", slo.ttft_p95_ms_max, "P95 TTFT"),
+                                 ("tpot_mean_ms", slo.tpot_mean_ms_max, "mean TPOT")):
+        if limit is None:
+            continue
+        value = cell.mean(metric)
+        if value is None:
+            out.append(f"{label} not measured, limit {limit:g} ms")
+        elif value > limit:
+            out.append(f"{label} {value:.2f} ms{over} > {limit:g} ms")
+    return out
+
+
+def _judge(cell: Cell, metric: str, min_rate: float, slo: SLOSpec | None = None) -> None:
     failed = [r for r in cell.records if not r.measured]
     cell.runs_ok = [r for r in cell.records if r.measured]
     rates = [r.success_rate for r in cell.records if r.success_rate is not None]
     cell.success_rate = min(rates) if rates else None
     cell.score = cell.mean(metric)
+    slo_rate = slo is not None and slo.min_success_rate is not None
+    if slo_rate:
+        min_rate = slo.min_success_rate
+    cell.slo_broken = _slo_breaks(cell, slo) if slo is not None and cell.runs_ok else []
     if failed:
         r = failed[0]
         cell.reason = f"{r.status.value}: {r.reason}" if r.reason and r.reason != r.status.value else r.status.value
@@ -305,7 +490,11 @@ def _judge(cell: Cell, metric: str, min_rate: float) -> None:
         ok, asked = worst.metrics.get("successful_requests"), worst.total_requests
         counts = f" ({ok:.0f} of {asked} requests succeeded)" if ok is not None and asked else ""
         lowest = "lowest success rate of its runs" if len(cell.records) > 1 else "success rate"
-        cell.reason = f"{lowest} {pct_text(cell.success_rate)} < {pct_text(min_rate)}{counts}"
+        cell.reason = f"{'SLO: ' if slo_rate else ''}{lowest} {pct_text(cell.success_rate)} < {pct_text(min_rate)}{counts}"
+        if slo_rate:
+            cell.slo_broken.insert(0, cell.reason.removeprefix("SLO: "))
+    elif cell.slo_broken:
+        cell.reason = "SLO: " + "; ".join(cell.slo_broken)
     elif cell.score is None:
         cell.reason = f"no {METRIC_LABELS.get(metric, metric)} in its runs"
     else:
@@ -327,16 +516,18 @@ class Table:
         return [c for (t, p), c in self.cells.items() if p == profile]
 
 
-def build_table(results: Results, metric: str, min_success_rate: float) -> Table:
+def build_table(results: Results, metric: str, min_success_rate: float,
+                slo: dict[str, SLOSpec] | None = None) -> Table:
     cells: dict[tuple[str, str], Cell] = {}
     first: dict[str, RunRecord] = {}
     for rec in results.records:
         first.setdefault(rec.trial, rec)
         cells.setdefault((rec.trial, rec.profile), Cell(rec.trial, rec.profile, [])).records.append(rec)
     for cell in cells.values():
-        _judge(cell, metric, min_success_rate)
+        _judge(cell, metric, min_success_rate, (slo or {}).get(cell.profile))
     by_key = {}
-    for trial, rec in first.items():
+    # A node control repeats another trial's configuration: the key names the trial itself.
+    for trial, rec in sorted(first.items(), key=lambda kv: control_of(kv[0]) is not None):
         by_key.setdefault(rec.key, trial)
     return Table(cells, first, by_key)
 
@@ -404,7 +595,7 @@ def find_baseline(table: Table, results: Results, settings: SelectionSettings) -
 
 
 def _best(cells: list[Cell]) -> Cell | None:
-    eligible = [c for c in cells if c.eligible]
+    eligible = [c for c in cells if c.eligible and c.control_of is None]
     # max() keeps the first of equals: ties go to the trial recorded first (the grid's order).
     return max(eligible, key=lambda c: c.score) if eligible else None
 
@@ -509,7 +700,8 @@ def _missing_reason(cell: Cell | None) -> str:
     return f"no successful run ({cell.reason})"
 
 
-def compare(table: Table, results: Results, baseline: str, recommended: str) -> tuple[list[ComparisonRow], list[Unmeasured]]:
+def compare(table: Table, results: Results, baseline: str, recommended: str,
+            alpha: float = FAMILY_ALPHA, metric: str = "total_tps") -> tuple[list[ComparisonRow], list[Unmeasured]]:
     rows, missing = [], []
     for profile in results.profiles_with_runs():
         b, r = table.get(baseline, profile), table.get(recommended, profile)
@@ -521,6 +713,8 @@ def compare(table: Table, results: Results, baseline: str, recommended: str) -> 
                 delta_pct=delta_pct(r.score, b.score) or 0.0,
                 baseline_tpot_mean_ms=b.mean("tpot_mean_ms"), recommended_tpot_mean_ms=r.mean("tpot_mean_ms"),
                 note="; ".join(notes) or None,
+                delta=diff_stat(recommended, baseline, r.values(metric), b.values(metric), alpha)
+                if recommended != baseline else None,
             ))
             continue
         if not b_ok:
@@ -528,6 +722,7 @@ def compare(table: Table, results: Results, baseline: str, recommended: str) -> 
         if not r_ok:
             missing.append(Unmeasured(profile=profile, role="recommended", trial=table.first[recommended].label,
                                       reason=_missing_reason(r)))
+    holm_fill([row.delta for row in rows if row.delta is not None], alpha)
     return rows, missing
 
 
@@ -555,17 +750,247 @@ def engine_comparison(table: Table, settings: SelectionSettings, profile: str) -
                             tpot_lower_ms=tpot_ms, tpot_lower_pct=tpot_pct)
 
 
-def _trial_rows(table: Table) -> list[TrialRow]:
+def _trial_rows(table: Table, confidence: float = 1 - FAMILY_ALPHA) -> list[TrialRow]:
     rows = []
     for (trial, profile), cell in table.cells.items():
         rec = table.first[trial]
+        base = cell.control_of
+        reason = cell.reason
+        if base is not None and cell.eligible:
+            reason = f"node control: {table.first[base].label if base in table.first else base} repeated on one node"
+        summaries = {m: s for m in STAT_METRICS if (s := metric_stats(cell.values(m), confidence)) is not None}
         rows.append(TrialRow(
             id=trial, name=rec.name, engine=rec.engine, model=rec.model, flags=list(rec.flags), profile=profile,
             runs=[r.id for r in cell.records], repeats=len(cell.runs_ok), total_tps=cell.mean("total_tps"),
             tps_from_totals=cell.mean("tps_from_totals"), tpot_mean_ms=cell.mean("tpot_mean_ms"),
-            success_rate=cell.success_rate, eligible=cell.eligible, reason=cell.reason,
+            success_rate=cell.success_rate, eligible=cell.eligible and base is None, reason=reason,
+            stats=summaries, nodes=sorted({r.node for r in cell.records if r.node}), node_control_of=base,
+            slo_broken=list(cell.slo_broken),
         ))
     return rows
+
+
+# --------------------------------------------------------------------------------------
+# statistics: intervals, verdicts, one command across workloads, nodes, Pareto, edges
+
+
+def metric_stats(values: list[float], confidence: float = 1 - FAMILY_ALPHA) -> MetricStats | None:
+    if not values:
+        return None
+    s = fstats.summarize(values, confidence=confidence)
+    return MetricStats(n=s.n, mean=s.mean, std=s.std, ci_low=s.ci_low, ci_high=s.ci_high, confidence=confidence)
+
+
+def _pct_or_none(x: float | None) -> float | None:
+    return None if x is None else x * 100
+
+
+def diff_stat(a: str, b: str, a_values: list[float], b_values: list[float], alpha: float = FAMILY_ALPHA) -> DiffStat:
+    """a against b, unadjusted (p_holm = p until `holm_fill` adjusts a family)."""
+    d = fstats.relative_difference(a_values, b_values, confidence=1 - alpha)
+    return DiffStat(a=a, b=b, relative_pct=_pct_or_none(d.relative), ci_low_pct=_pct_or_none(d.ci_low),
+                    ci_high_pct=_pct_or_none(d.ci_high), p_value=d.p_value, p_holm=d.p_value,
+                    significant=None if d.p_value is None else d.p_value < alpha, n_a=d.n_a, n_b=d.n_b, note=d.note)
+
+
+def holm_fill(diffs: list[DiffStat], alpha: float) -> None:
+    """Holm-adjust a family of comparisons in place (the untestable ones stay untested)."""
+    testable = [d for d in diffs if d.p_value is not None]
+    for d, p in zip(testable, fstats.holm([d.p_value for d in testable])):
+        d.p_holm = p
+        d.significant = p < alpha
+
+
+def complexity_of(rec: RunRecord, settings: SelectionSettings, baseline_model: str | None = None) -> int:
+    """Non-default choices of a configuration: flags beyond its engine's required ones, plus one for
+    serving another model than the baseline's (e.g. a quantized variant)."""
+    from farm.records import canonical_flag, flag_set
+
+    required = flag_set(settings.required_flags.get(rec.engine, []))
+    n = sum(1 for f in rec.flags if canonical_flag(f) not in required)
+    return n + (1 if baseline_model is not None and rec.model != baseline_model else 0)
+
+
+def _keys(table: Table, trials: list[str]) -> dict[str, str]:
+    """Trial id -> the name it goes by in verdict texts (its label, when labels are unique)."""
+    labels = {t: table.first[t].label for t in trials}
+    return labels if len(set(labels.values())) == len(labels) else {t: t for t in trials}
+
+
+def candidates_on(table: Table, profile: str, metric: str) -> list[Cell]:
+    """Eligible, ranked cells of a profile: node controls are never candidates."""
+    return [c for c in table.on(profile) if c.eligible and c.control_of is None and c.values(metric)]
+
+
+def profile_verdict(table: Table, profile: str, settings: SelectionSettings, baseline: str | None,
+                    metric: str = "total_tps") -> ProfileVerdict | None:
+    cells = candidates_on(table, profile, metric)
+    if not cells:
+        return None
+    trials = [c.trial for c in cells]
+    key = _keys(table, trials)
+    back = {v: k for k, v in key.items()}
+    base_model = table.first[baseline].model if baseline in table.first else None
+    complexity = {t: complexity_of(table.first[t], settings, base_model) for t in trials}
+    base_ok = baseline if baseline in trials else None
+    v = fstats.compare_winner({key[c.trial]: c.values(metric) for c in cells}, baseline=key.get(base_ok),
+                              alpha=settings.alpha, complexity={key[t]: n for t, n in complexity.items()})
+    comparisons = []
+    for c in v.comparisons:
+        d = c.diff
+        comparisons.append(DiffStat(a=back[c.a], b=back[c.b], relative_pct=_pct_or_none(d.relative),
+                                    ci_low_pct=_pct_or_none(d.ci_low), ci_high_pct=_pct_or_none(d.ci_high),
+                                    p_value=d.p_value, p_holm=c.p_adjusted, significant=c.significant,
+                                    n_a=d.n_a, n_b=d.n_b, note=d.note, roles=list(c.roles)))
+    return ProfileVerdict(
+        profile=profile, decision=v.decision, recommended=back[v.recommended],
+        winner=back[v.winner] if v.winner else None, leader=back[v.leader],
+        runner_up=back[v.runner_up] if v.runner_up else None, baseline=base_ok, alpha=settings.alpha,
+        tied=[back[k] for k in v.tied], comparisons=comparisons, complexity=complexity, candidates=len(cells),
+        reason=v.reason,
+    )
+
+
+def cross_profile(table: Table, results: Results, settings: SelectionSettings, baseline: str | None,
+                  verdicts: list[ProfileVerdict], metric: str = "total_tps") -> CrossProfile | None:
+    """The configuration with the best worst-case gain over the baseline on every profile."""
+    profiles = results.profiles_with_runs()
+    if baseline is None or len(profiles) < 2:
+        return None
+    per_profile = {p: {c.trial: c.score for c in candidates_on(table, p, metric)} for p in profiles}
+    winners = {v.profile: v.recommended for v in verdicts if baseline in per_profile.get(v.profile, {})}
+    try:
+        ranking = fstats.worst_case_relative(per_profile, baseline, profile_winners=winners)
+    except ValueError:  # the baseline is eligible nowhere
+        return None
+    if len(ranking.profiles) < 2:
+        return None
+    rows = [CrossProfileRow(trial=e.trial, worst_case_pct=_pct_or_none(e.worst_case_relative), worst_profile=e.worst_profile,
+                            geomean_pct=_pct_or_none(e.geomean_relative), comparable=e.comparable,
+                            missing_profiles=e.missing_profiles) for e in ranking.entries]
+    out = CrossProfile(profiles=ranking.profiles, profiles_left_out=ranking.profiles_without_baseline, baseline=baseline,
+                       recommended=ranking.recommended, ranking=rows)
+    if ranking.recommended is None:
+        return out
+    pick = next(e for e in ranking.entries if e.trial == ranking.recommended)
+    costs = []
+    for pc in pick.per_profile:
+        winner = ranking.profile_winners[pc.profile]
+        costs.append(CrossProfileCost(
+            profile=pc.profile, winner=winner, total_tps=pc.mean, winner_total_tps=per_profile[pc.profile][winner],
+            vs_baseline_pct=pc.relative_to_baseline * 100,
+            cost=diff_stat(pick.trial, winner, table.get(pick.trial, pc.profile).values(metric),
+                           table.get(winner, pc.profile).values(metric), settings.alpha)))
+    holm_fill([c.cost for c in costs if c.cost.a != c.cost.b], settings.alpha)
+    return out.model_copy(update={"costs": costs, "worst_case_pct": _pct_or_none(pick.worst_case_relative),
+                                  "worst_profile": pick.worst_profile, "geomean_pct": _pct_or_none(pick.geomean_relative),
+                                  "command": serve_command(table.first[pick.trial], settings)})
+
+
+def node_check(table: Table, settings: SelectionSettings, baseline: str | None, metric: str = "total_tps") -> NodeCheck | None:
+    """The baseline's configuration (itself and its node controls) by node, on the primary profile."""
+    if baseline is None:
+        return None
+    key = table.first[baseline].key
+    cells = [table.get(t, settings.primary_profile) for t, rec in table.first.items()
+             if rec.key == key and (t == baseline or control_of(t) == baseline)]
+    runs = [r for c in cells if c is not None for r in c.runs_ok]
+    by_node: dict[str, list[float]] = {}
+    for r in runs:
+        if (v := r.metric(metric)) is not None:
+            by_node.setdefault(r.node or "unknown", []).append(v)
+    if len(by_node) < 2:
+        return None
+    confidence = 1 - settings.alpha
+    rows = []
+    for node, values in sorted(by_node.items()):
+        others = [v for n, vs in by_node.items() if n != node for v in vs]
+        rows.append(NodeRow(node=node, runs=len(values), total_tps=metric_stats(values, confidence),
+                            vs_others=diff_stat(node, "other nodes", values, others, settings.alpha)))
+    holm_fill([r.vs_others for r in rows], settings.alpha)
+    return NodeCheck(profile=settings.primary_profile, trial=baseline, nodes=rows,
+                     effect=any(r.vs_others.significant for r in rows))
+
+
+def pareto(table: Table, metric: str = "total_tps") -> dict[str, list[str]]:
+    """Per profile, the eligible trials no other beats on both throughput and mean TPOT."""
+    out = {}
+    for profile in dict.fromkeys(p for _, p in table.cells):
+        points = [(c.trial, c.score, tpot) for c in candidates_on(table, profile, metric)
+                  if (tpot := c.mean("tpot_mean_ms")) is not None]
+        if points:
+            out[profile] = fstats.pareto_front(points)
+    return out
+
+
+def _number(text: str) -> int | float | None:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if value == value and value not in (float("inf"), float("-inf")) else None
+
+
+def edges(table: Table, settings: SelectionSettings, metric: str = "total_tps") -> list[fstats.EdgeWarning]:
+    """Numeric flags whose best value (best eligible trial with it, primary profile) is the smallest
+    or largest tried."""
+    cells = candidates_on(table, settings.primary_profile, metric)
+    engines = {table.first[c.trial].engine for c in cells}
+    best: dict[str, dict[int | float, float]] = {}
+    for c in cells:
+        rec = table.first[c.trial]
+        for flag in rec.flags:
+            name, sep, value = flag.lstrip("-").partition("=")
+            number = _number(value) if sep else None
+            if number is None:
+                continue
+            knob = f"--{name}" + (f" ({rec.engine})" if len(engines) > 1 else "")
+            have = best.setdefault(knob, {})
+            have[number] = max(have.get(number, c.score), c.score)
+    return fstats.edge_warnings(best)
+
+
+def unseparated(table: Table, settings: SelectionSettings, recommended: str, verdict: ProfileVerdict | None,
+                metric: str = "total_tps") -> list[str]:
+    """Single runs: the eligible trials within `SINGLE_RUN_NOISE` of the recommendation (it included).
+
+    With repeats the verdict says what the data separate; with one run per trial nothing can be
+    tested, and differences below the assumed run-to-run noise are not evidence of anything.
+    """
+    if verdict is None or verdict.decision != "cannot_tell":
+        return []
+    rec_cell = table.get(recommended, settings.primary_profile)
+    if rec_cell is None or not rec_cell.score:
+        return []
+    near = [c.trial for c in candidates_on(table, settings.primary_profile, metric)
+            if abs(c.score / rec_cell.score - 1) <= SINGLE_RUN_NOISE]
+    return near if len(near) > 1 else []
+
+
+def _step_significance(rows: list[StepRow], table: Table, settings: SelectionSettings, metric: str) -> None:
+    """Each kept or rejected step against the step it was judged against; Holm over the steps."""
+    by_step = {r.step: r for r in rows}
+    roots = [r for r in rows if r.after is None and r.verdict == "kept"]
+    judged = []
+    for row in rows:
+        if row.verdict not in ("kept", "rejected") or row.trial is None:
+            continue
+        other = by_step.get(row.after) if row.after else (roots[0] if roots and roots[0] is not row else None)
+        if other is None or other.trial is None:
+            continue
+        a, b = table.get(row.trial, settings.primary_profile), table.get(other.trial, settings.primary_profile)
+        if a is None or b is None:
+            continue
+        row.delta = diff_stat(row.trial, other.trial, a.values(metric), b.values(metric), settings.alpha)
+        judged.append(row)
+    holm_fill([r.delta for r in judged], settings.alpha)
+    for row in judged:
+        d = row.delta
+        row.significance = "cannot_tell" if d.significant is None else ("significant" if d.significant else "not_significant")
 
 
 # --------------------------------------------------------------------------------------
@@ -577,7 +1002,7 @@ def select(results: Results, settings: SelectionSettings, strategy: str = "best"
     if strategy not in STRATEGIES:
         raise UserError(f"unknown strategy '{strategy}' (known: {', '.join(STRATEGIES)})", key="--strategy")
     primary = settings.primary_profile
-    table = build_table(results, metric, settings.min_success_rate)
+    table = build_table(results, metric, settings.min_success_rate, settings.slo)
     on_primary = table.on(primary)
     if not on_primary:
         raise UserError(f"no runs on the primary profile '{primary}'", file=results.source, key="primary_profile")
@@ -587,6 +1012,9 @@ def select(results: Results, settings: SelectionSettings, strategy: str = "best"
                         f"minimum success rate {pct_text(settings.min_success_rate)}", file=results.source, key="runs")
     baseline = find_baseline(table, results, settings)
     steps, step_choice = stepwise(table, results, settings, baseline)
+    _step_significance(steps, table, settings, metric)
+    verdicts = [v for p in results.profiles_with_runs() if (v := profile_verdict(table, p, settings, baseline, metric))]
+    primary_verdict = next((v for v in verdicts if v.profile == primary), None)
     if strategy == "stepwise":
         if step_choice is None:
             why = ("none of its steps was kept" if steps else "none of its steps was measured") if settings.steps \
@@ -594,8 +1022,9 @@ def select(results: Results, settings: SelectionSettings, strategy: str = "best"
             raise UserError(f"cannot replay stepwise: {why}", file=results.source, key="--strategy")
         recommended = step_choice
     else:
-        recommended = best.trial
-    comparison, unmeasured = compare(table, results, baseline, recommended) if baseline else ([], [])
+        # A winner only when its lead is significant; on a tie the simplest tied configuration.
+        recommended = primary_verdict.recommended if primary_verdict else best.trial
+    comparison, unmeasured = compare(table, results, baseline, recommended, settings.alpha, metric) if baseline else ([], [])
     comparison_profile = settings.engine_comparison_profile or primary
     engines, lead = engine_comparison(table, settings, comparison_profile)
     return Selection(
@@ -604,6 +1033,10 @@ def select(results: Results, settings: SelectionSettings, strategy: str = "best"
         recommended=_chosen(table, recommended, settings),
         baseline=_chosen(table, baseline, settings) if baseline else None,
         best_trial=best.trial, stepwise_trial=step_choice, step_grid=settings.step_grid if steps else None,
-        trials=_trial_rows(table), comparison=comparison, unmeasured=unmeasured,
+        trials=_trial_rows(table, 1 - settings.alpha), comparison=comparison, unmeasured=unmeasured,
         engines=engines, engine_lead=lead, steps=steps,
+        alpha=settings.alpha, sequential=settings.sequential, verdicts=verdicts,
+        cross_profile=cross_profile(table, results, settings, baseline, verdicts, metric),
+        nodes=node_check(table, settings, baseline, metric), pareto=pareto(table, metric),
+        edges=edges(table, settings, metric), unseparated=unseparated(table, settings, recommended, primary_verdict, metric),
     )
