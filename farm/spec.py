@@ -154,6 +154,33 @@ class DataSpec(_Strict):
         return Path(os.path.expandvars(os.path.expanduser(self.path))) if self.path else None
 
 
+class SLOSpec(_Strict):
+    """Service-level objectives of one profile: a trial that breaks one is not eligible there.
+
+    Latency limits are judged on the mean over a trial's repeats (an estimate that does not get
+    worse just because a trial was run more often, as the worst run would).
+    """
+
+    ttft_p95_ms_max: float | None = Field(default=None, gt=0, description="Largest acceptable P95 time to first token (ms).")
+    tpot_mean_ms_max: float | None = Field(default=None, gt=0, description="Largest acceptable mean time per output token (ms).")
+    min_success_rate: float | None = Field(
+        default=None, ge=0, le=1, description="Smallest acceptable success rate on this profile (overrides the study's)."
+    )
+    goodput: bool = Field(
+        default=False,
+        description="Also give the latency limits to guidellm as its per-request goodput objectives "
+        "(ttft_ms, tpot_ms): each run then records the share of requests that met them and their rate.",
+    )
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> "SLOSpec":
+        if self.ttft_p95_ms_max is None and self.tpot_mean_ms_max is None and self.min_success_rate is None:
+            raise ValueError("an slo needs at least one of ttft_p95_ms_max, tpot_mean_ms_max, min_success_rate")
+        if self.goodput and self.ttft_p95_ms_max is None and self.tpot_mean_ms_max is None:
+            raise ValueError("goodput needs a latency limit (ttft_p95_ms_max or tpot_mean_ms_max)")
+        return self
+
+
 class ProfileSpec(_Strict):
     data: DataSpec
     requests: int = Field(gt=0, description="Total requests of one benchmark run.")
@@ -166,6 +193,7 @@ class ProfileSpec(_Strict):
         default=None, description="guidellm request format, e.g. '/v1/completions'; default chat completions."
     )
     description: str = ""
+    slo: SLOSpec | None = Field(default=None, description="Limits a trial must meet on this profile to be eligible.")
 
 
 class GridBlock(_Strict):
@@ -268,8 +296,24 @@ class Study(_Strict):
     min_success_rate: float = Field(default=0.99, ge=0, le=1)
     max_concurrent_trials: int = Field(default=4, gt=0)
     max_retries: int = Field(default=2, ge=0)
-    repeats: int = Field(default=1, ge=1)
+    repeats: Union[int, Literal["auto"]] = Field(
+        default=1,
+        description="Runs per trial and profile, or 'auto': a first pass of 3, then more runs only for the "
+        "trials still overlapping the leader, until the ranking separates or `max_runs` is spent.",
+    )
+    max_runs: int | None = Field(
+        default=None, gt=0,
+        description="Run budget of repeats 'auto': benchmark runs (one profile, one repeat) the whole sweep may "
+        "make, first pass included; default three times the first pass.",
+    )
     _source: str | None = PrivateAttr(default=None)
+
+    @field_validator("repeats", mode="before")
+    @classmethod
+    def _repeats(cls, value: Any) -> Any:
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return value
+        raise ValueError(f"expected a whole number >= 1 or 'auto', got {value!r}")
 
     @field_validator("models", mode="before")
     @classmethod
