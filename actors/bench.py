@@ -120,12 +120,16 @@ class TrialRunner:
     def run(self) -> TrialResult:
         job, trial, spec = self.job, self.job.trial, self.job.engine_spec
         env = clean_env(dict(os.environ), self.engine.env(spec, trial))
+        if not trial.gpus and "CUDA_VISIBLE_DEVICES" not in spec.env:
+            # Ray leaves a 0-GPU actor the node's whole view of its GPUs; an engine that needs
+            # none must not touch the GPUs that other trials on this node hold.
+            env["CUDA_VISIBLE_DEVICES"] = ""
         self._secrets = secret_values(env, spec.secret_env, trial.all_flags, self.engine.secret_flags(spec))
         result = TrialResult(
             sweep_id=job.sweep_id, trial=trial.model_copy(update={"flags": redact_flags(trial.flags, self.engine.secret_flags(spec))}),
             status=Status.ok, serve_command=self.engine.serve_command(spec, trial),
             node=socket.gethostname(), node_ip=_node_ip(), attempt=job.attempt, started_at=time.time(),
-            gpus=[g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g],
+            gpus=[g for g in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g],
             artifacts_dir=str(self.dir),
         )
         try:
@@ -247,7 +251,10 @@ def _node_ip() -> str | None:
         return None
 
 
-@ray.remote(max_restarts=0, max_task_retries=0)
+# SPREAD: trials go to every node rather than filling one first (an option given at creation,
+# e.g. node affinity for a retry, replaces it). GPUs per trial come from `num_gpus` at creation:
+# Ray puts them all on one node and never hands out more than a node has.
+@ray.remote(max_restarts=0, max_task_retries=0, scheduling_strategy="SPREAD")
 class BenchActor:
     """One trial on one node: holds the trial's GPUs for as long as its engine runs."""
 

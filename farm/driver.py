@@ -16,8 +16,9 @@ import ray
 from ray.exceptions import ActorDiedError, RayActorError, RayError
 
 from actors.bench import BenchActor, TrialJob
-from farm import tracking
+from farm import metrics, tracking
 from farm.errors import UserError
+from farm.jobs import tag_sweep_with_submission
 from farm.results import TRANSIENT, Status, TrialResult
 from farm.spec import Study
 from farm.trial import Trial
@@ -130,6 +131,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                                                     command=command, repeats=repeats)
             done = set()
         on_sweep(sweep_id)
+        tag_sweep_with_submission(tracking_uri, sweep_id)  # inside a Ray job: which job runs this sweep
         outcome = SweepOutcome(sweep_id=sweep_id, experiment_id=exp_id)
         todo = [t for t in trials if t.id not in done]
         outcome.skipped = [t.id for t in trials if t.id in done]
@@ -141,6 +143,8 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             for t in todo
         ]
         max_in_flight = study.grids[grid].max_concurrent_trials or study.max_concurrent_trials
+        # farm's metrics on Ray's Prometheus endpoint, for the dashboard's charts (farm/metrics.py)
+        on_event = metrics.watch(on_event, sweep_id, len(jobs))
 
         def log_lost(result: TrialResult) -> None:
             tracking.log_trial(tracking_uri, exp_id, sweep_id, result, None)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from farm.engines.base import Engine, FailurePattern
+from farm.engines.base import Engine, FailurePattern, render_flags
 from farm.spec import EngineSpec
+from farm.trial import Trial
 
 # Installed beside farm's own interpreter: the mock engine is part of farm's environment.
 _GUIDELLM = str(Path(sys.executable).with_name("guidellm"))
@@ -31,6 +32,22 @@ class MockEngine(Engine):
         FailurePattern(r"(address already in use|Errno 98)", "port_in_use", "the port was already taken"),
         FailurePattern(r"^(MemoryError|.*Cannot allocate memory)", "oom", "out of memory"),
     ]
+
+    # Not a mock-server flag: the GPUs a mock trial asks Ray for, standing in for a GPU engine's
+    # tensor x data parallel size, so placement and GPU accounting run for real on machines
+    # without GPUs (`axes: {gpus: [1, 2]}`). It is part of the trial (id, MLflow params) but is
+    # never passed to the server, which would reject it.
+    gpus_flag: ClassVar[str] = "gpus"
+
+    def gpus(self, flags: dict[str, Any]) -> int:
+        value = flags.get(self.gpus_flag, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"mock flag '{self.gpus_flag}' must be a whole number >= 0, got {value!r}")
+        return value
+
+    def serve_args(self, trial: Trial) -> list[str]:
+        flags = {k: v for k, v in trial.all_flags.items() if k != self.gpus_flag}
+        return self.model_args(trial.model) + render_flags(flags)
 
     def version_command(self, spec: EngineSpec) -> list[str] | None:
         return [self.launcher(spec)[0], "--version"]

@@ -1,0 +1,243 @@
+"""`farm sweep --address http://HEAD:8265`: the sweep as a Ray job, submitted through the Jobs API.
+
+The project (farm's code and configs, without virtual environments, engines, models and local
+results) and the study travel in the job's runtime environment; datasets and models do not,
+they live on the nodes at the paths the study names. The job's entrypoint is the same
+`farm sweep` on the head node (`--address auto` there), so what runs on the cluster is exactly
+what runs on a laptop. This side prints the job id and the dashboard link, follows the job's
+log until it ends (unless `--no-wait`), and exits with the job's outcome.
+
+Token authentication (on by default for clusters started by Ray 2.60's `ray.init`, and for
+`ray start` wherever a token exists): Ray's SDK sends the cluster token only when this process
+runs in token mode. `enable_client_token` turns token mode on when a token is available
+(`RAY_AUTH_TOKEN`, `RAY_AUTH_TOKEN_PATH` or `~/.ray/auth_token`), as `ray.init` does for a local
+cluster. The token goes into the request header only: never into the job's runtime
+environment, its entrypoint, logs or MLflow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+import yaml
+
+from farm.errors import UserError
+
+PROJECT = Path(__file__).resolve().parent.parent
+# Never uploaded: environments, engines and models are installed on every node; results and
+# local tracking stores stay where they were written.
+EXCLUDES = (".venv", "venv", ".engines", ".models", "mlflow.db", "mlruns", "mlartifacts", "farm-runs", ".git",
+            "__pycache__", "*.egg-info", ".pytest_cache", "build", "dist", "*.pyc")
+JOB_STUDY = ".farm-job/study.yaml"
+SUBMISSION_ENV = "FARM_SUBMISSION_ID"
+# Job statuses (ray.job_submission.JobStatus values) and the exit codes they end with.
+EXIT_CODES = {"SUCCEEDED": 0, "FAILED": 1, "STOPPED": 130}
+KEY = "--address"
+
+
+def is_jobs_address(address: str | None) -> bool:
+    """`http(s)://HEAD:8265` is the Jobs API; `auto`, `HOST:PORT` and `ray://` run the driver here."""
+    return bool(address) and urlparse(address).scheme in ("http", "https")
+
+
+def dashboard_url(address: str) -> str:
+    return address.rstrip("/")
+
+
+def job_link(address: str, job_id: str) -> str:
+    return f"{dashboard_url(address)}/#/jobs/{job_id}"
+
+
+# -- the cluster token ------------------------------------------------------------------
+
+
+def enable_client_token() -> bool:
+    """Token mode for this process when a token is available (what `ray.init` does for a
+    local cluster); returns whether requests will carry a token. `RAY_AUTH_MODE`, when set,
+    is respected as it is."""
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode is not None:
+        return mode.lower() == "token"
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    if path and not os.environ.get("RAY_AUTH_TOKEN"):
+        token_file = Path(path).expanduser()
+        # Ray aborts the process on an unreadable token file: say so in one line instead.
+        if not token_file.is_file() or not os.access(token_file, os.R_OK) or token_file.stat().st_size == 0:
+            raise UserError(f"RAY_AUTH_TOKEN_PATH names {token_file}, which is missing, unreadable or empty", key=KEY)
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    if not AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
+        return False
+    os.environ["RAY_AUTH_MODE"] = "token"
+    Config.initialize("")  # Ray's own way to make this process see the new mode
+    return True
+
+
+def _auth_error(address: str, exc: Exception, token_sent: bool) -> UserError:
+    text = str(exc)
+    if "Authentication required" in text or not token_sent:
+        return UserError(f"the Ray cluster at {address} requires its token and this machine has none: set "
+                         f"RAY_AUTH_TOKEN or put the token in ~/.ray/auth_token (README: 'The cluster token')", key=KEY)
+    return UserError(f"the Ray cluster at {address} rejected the token (RAY_AUTH_TOKEN or ~/.ray/auth_token "
+                     f"is not this cluster's; README: 'The cluster token')", key=KEY)
+
+
+def connect(address: str):
+    """A JobSubmissionClient for `address`, or one `UserError` line saying why not."""
+    from ray.exceptions import AuthenticationError
+    from ray.job_submission import JobSubmissionClient
+
+    token_sent = enable_client_token()
+    try:
+        return JobSubmissionClient(dashboard_url(address))
+    except AuthenticationError as exc:
+        raise _auth_error(address, exc, token_sent) from None
+    except ConnectionError:
+        raise UserError(f"cannot reach the Ray dashboard at {address} (is the cluster up, and is this its "
+                        f"dashboard port?)", key=KEY) from None
+    except RuntimeError as exc:  # the SDK's own errors (an old Ray, a 404 where the API should be)
+        raise UserError(f"{address} is not a Ray Jobs API: {str(exc).splitlines()[0][:200]}", key=KEY) from None
+
+
+# -- what travels with the job ----------------------------------------------------------
+
+
+def stage(study_data: dict, dest: Path) -> Path:
+    """A copy of the project with the study (includes merged) at `JOB_STUDY`; returns its root."""
+    root = dest / "farm"
+    shutil.copytree(PROJECT, root, ignore=shutil.ignore_patterns(*EXCLUDES), symlinks=True)
+    study_file = root / JOB_STUDY
+    study_file.parent.mkdir(parents=True, exist_ok=True)
+    study_file.write_text("# The study as submitted (includes merged); farm sweep --address http://...\n"
+                          + yaml.safe_dump(study_data, sort_keys=False))
+    return root
+
+
+@dataclass
+class SweepArgs:
+    """The `farm sweep` options that the job's entrypoint repeats on the head."""
+
+    grid: str
+    tracking_uri: str
+    experiment: str | None = None
+    resume: str | None = None
+    repeats: int | None = None
+    workdir: str | None = None
+
+    def entrypoint(self) -> str:
+        argv = ["python", "-m", "farm.cli", "sweep", "--config", JOB_STUDY, "--grid", self.grid,
+                "--address", "auto", "--tracking-uri", self.tracking_uri]
+        for flag, value in (("--experiment", self.experiment), ("--resume", self.resume),
+                            ("--repeats", self.repeats), ("--workdir", self.workdir)):
+            if value is not None:
+                argv += [flag, str(value)]
+        return shlex.join(argv)
+
+
+def check_tracking_for_cluster(uri: str | None) -> str:
+    """A cluster sweep logs from every node: it needs a tracking server they all reach."""
+    if not uri:
+        raise UserError("a sweep on a cluster needs an MLflow server every node can reach: pass "
+                        "--tracking-uri http://HOST:5000 (start one with `farm server`)", key="--tracking-uri")
+    if uri.startswith(("sqlite:", "file:")) or "://" not in uri:
+        raise UserError(f"'{uri}' is a store on this machine, which the cluster's nodes cannot write: pass "
+                        "--tracking-uri http://HOST:5000 (start one with `farm server`)", key="--tracking-uri")
+    return uri
+
+
+# -- submit and follow ------------------------------------------------------------------
+
+
+def submit_sweep(address: str, study_data: dict, args: SweepArgs, *, wait: bool = True,
+                 out=None) -> int:
+    """Submit; follow the log unless `wait` is false. Returns the exit code for `farm sweep`."""
+    out = out or sys.stdout
+    client = connect(address)
+    submission_id = f"farm-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    with tempfile.TemporaryDirectory(prefix="farm-job-") as tmp:
+        root = stage(study_data, Path(tmp))
+        runtime_env = {"working_dir": str(root), "env_vars": {SUBMISSION_ENV: submission_id}}
+        job_id = client.submit_job(entrypoint=args.entrypoint(), submission_id=submission_id, runtime_env=runtime_env,
+                                   metadata={"farm.grid": args.grid, "farm.study": str(study_data.get("name", ""))})
+    print(f"submitted job {job_id}: farm sweep --grid {args.grid} on {dashboard_url(address)}", file=out)
+    print(f"dashboard: {job_link(address, job_id)}", file=out)
+    if not wait:
+        print(f"detached; follow it with `ray job logs --follow {job_id} --address {dashboard_url(address)}`, "
+              f"or `farm status --tracking-uri {args.tracking_uri}`", file=out)
+        return 0
+    return follow(client, address, job_id, args, out=out)
+
+
+def follow(client, address: str, job_id: str, args: SweepArgs, *, out=None) -> int:
+    """Stream the job's log until it ends; the job's status decides the exit code."""
+    out = out or sys.stdout
+
+    async def tail() -> None:
+        async for chunk in client.tail_job_logs(job_id):
+            out.write(chunk)
+            out.flush()
+
+    try:
+        try:
+            asyncio.run(tail())
+        except RuntimeError:
+            pass  # the log stream closed early; the status below is what counts
+        status = _wait_terminal(client, job_id)
+    except KeyboardInterrupt:
+        print(f"\ndetached: job {job_id} keeps running on the cluster; stop it with "
+              f"`ray job stop {job_id} --address {dashboard_url(address)}`", file=out)
+        return 130
+    info = client.get_job_info(job_id)
+    code = EXIT_CODES.get(status, 1)
+    driver_code = getattr(info, "driver_exit_code", None)
+    if status == "FAILED" and driver_code:
+        code = driver_code
+    message = f"job {job_id} {status.lower()}"
+    if status != "SUCCEEDED" and info.message:
+        message += f": {info.message.strip().splitlines()[-1][:300]}"
+    print(message, file=out)
+    sweep_id = _sweep_of_job(args.tracking_uri, job_id)
+    if sweep_id:
+        print(f"sweep id: {sweep_id}; farm status {sweep_id} --tracking-uri {args.tracking_uri}", file=out)
+    return code
+
+
+def _wait_terminal(client, job_id: str, timeout_s: float = 60) -> str:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = str(client.get_job_status(job_id).value)
+        if status in EXIT_CODES or time.monotonic() > deadline:
+            return status
+        time.sleep(1)
+
+
+def _sweep_of_job(uri: str, job_id: str) -> str | None:
+    """The sweep the job started (its parent run carries the submission id), if MLflow answers here."""
+    try:
+        from farm import tracking
+
+        runs = tracking.client(uri).search_runs(
+            [e.experiment_id for e in tracking.client(uri).search_experiments()],
+            filter_string=f"tags.`farm.submission_id` = '{job_id}'", max_results=1)
+        return runs[0].info.run_id if runs else None
+    except Exception:  # the tracking server may be reachable from the nodes only
+        return None
+
+
+def tag_sweep_with_submission(uri: str, sweep_id: str) -> None:
+    """Inside a submitted job: mark the sweep's parent run with the job's submission id."""
+    submission_id = os.environ.get(SUBMISSION_ENV)
+    if submission_id:
+        from farm import tracking
+
+        tracking.client(uri).set_tag(sweep_id, "farm.submission_id", submission_id)
