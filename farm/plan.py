@@ -8,7 +8,8 @@ Repeats and drift
 -----------------
 A trial runs each profile `repeats` times on one engine, in a seeded shuffled order of
 (profile, repeat) with the prefix cache reset before every run (actors/bench.py). The order
-is seeded by the trial id (and the pass), so it is reproducible and differs between trials.
+is seeded by the trial id (and, for a later pass, the pass: the job's `order_seed`), so it is
+reproducible and differs between trials and passes.
 Different trials need different engine processes, so their runs cannot be interleaved on one
 engine; what guards against a node effect (a slower node, a noisy neighbour) is the baseline:
 when the cluster has more than one node able to run trials, the baseline runs once more on each
@@ -29,7 +30,6 @@ false winner stays at most 5 % (Bonferroni over the looks). The report says so.
 from __future__ import annotations
 
 import math
-import random
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from farm.records import Results
+    from farm.results import TrialResult
     from farm.select import SelectionSettings
     from farm.spec import Study
     from farm.trial import Trial
@@ -87,18 +88,6 @@ def parse_repeats(text: str | int) -> int | str:
     raise ValueError(f"expected a whole number >= 1 or 'auto', got {text!r}")
 
 
-def order_seed(trial_id: str, pass_index: int = 1, seed: int = 0) -> str:
-    """Seed of the shuffled (profile, repeat) order of one trial's pass (reproducible, per trial)."""
-    return f"{seed}:{trial_id}" if pass_index <= 1 else f"{seed}:{trial_id}:pass{pass_index}"
-
-
-def run_order(profiles: Sequence[str], repeats: Sequence[int], seed: str) -> list[tuple[str, int]]:
-    """Every (profile, repeat) of a pass in a seeded shuffled order."""
-    plan = [(name, r) for r in repeats for name in profiles]
-    random.Random(seed).shuffle(plan)
-    return plan
-
-
 # --------------------------------------------------------------------------------------
 # the baseline on every node
 
@@ -130,7 +119,7 @@ def node_names(nodes: Sequence[Mapping[str, Any]]) -> list[NodeSlot]:
     for n, host in zip(alive, hosts):
         node_id = str(n.get("NodeID", host))
         short = re.sub(r"[^A-Za-z0-9_.-]", "-", host.split(".")[0])[:24] or "node"
-        name = short if hosts.count(host) == 1 else f"{short}-{node_id[:6]}"
+        name = short if hosts.count(host) == 1 else f"{short}-{node_id[:8]}"
         res = n.get("Resources", {}) or {}
         out.append(NodeSlot(node_id=node_id, name=name, gpus=float(res.get("GPU", 0)), cpus=float(res.get("CPU", 0))))
     return out
@@ -200,10 +189,10 @@ def next_pass(samples: Mapping[str, Sequence[float]], *, cost_per_repeat: Mappin
               max_repeats: int = AUTO_MAX_REPEATS) -> PassPlan:
     """The next pass of `--repeats auto` from the eligible candidates' samples on the primary profile.
 
-    Stops when the leader's lead is significant at `alpha` (the verdict farm would report),
-    when no interval at 1 - alpha overlaps the leader's, after `max_passes` looks, or when the
-    budget cannot pay for the leader's next repeats. Otherwise reruns the leader and every trial
-    overlapping it, best mean first, as far as the budget goes.
+    Stops when the leader's lead is significant at `alpha` (the verdict farm would report), after
+    `max_passes` looks, or when the budget cannot pay for the leader's next repeats. Otherwise
+    reruns the leader and every trial whose 95 % interval overlaps the leader's (or, when none
+    does, the runner-up), best mean first, as far as the budget goes.
     """
     from farm.stats import compare_winner, needs_more_runs
 
@@ -218,9 +207,9 @@ def next_pass(samples: Mapping[str, Sequence[float]], *, cost_per_repeat: Mappin
                              complexity={k: complexity.get(k, 0) for k in finite} if complexity else None)
     if verdict.decision == "winner":
         return PassPlan(done=True, reason=f"separated: {verdict.reason}", **base)
-    todo = needs_more_runs(finite, verdict.leader, confidence=1 - alpha)
-    if not todo:
-        return PassPlan(done=True, reason=f"no {1 - alpha:.0%} interval overlaps the leader's ({verdict.leader})", **base)
+    # Where to spend the runs: the trials whose 95 % interval overlaps the leader's. When none does
+    # but the lead is still not significant at the stricter alpha, the runner-up is what decides.
+    todo = needs_more_runs(finite, verdict.leader, confidence=1 - FAMILY_ALPHA) or [verdict.leader, verdict.runner_up]
     leader, rest = todo[0], sorted(todo[1:], key=lambda k: -sum(finite[k]) / len(finite[k]))
     chosen, runs = [], 0
     for k in [leader, *rest]:
@@ -242,8 +231,8 @@ def next_pass(samples: Mapping[str, Sequence[float]], *, cost_per_repeat: Mappin
     if len(chosen) < 2:
         return PassPlan(done=True, reason=f"no contender of {leader} fits the budget or the repeat limit", **base)
     return PassPlan(done=False, trials=chosen, repeats=step, runs=runs,
-                    reason=f"{len(todo) - 1} trial(s) still overlap the leader {leader} at {1 - alpha:.0%}: "
-                           f"{step} more repeats for {', '.join(chosen)}", **base)
+                    reason=f"no significant winner yet (alpha {alpha:g}); {len(todo) - 1} trial(s) still close to the "
+                           f"leader {leader}: {step} more repeats for {', '.join(chosen)}", **base)
 
 
 def auto_samples(results: "Results", settings: "SelectionSettings") -> tuple[dict[str, list[float]], dict[str, int], str | None]:
@@ -257,3 +246,34 @@ def auto_samples(results: "Results", settings: "SelectionSettings") -> tuple[dic
     complexity = {c.trial: complexity_of(table.first[c.trial], settings) for c in cells}
     baseline = find_baseline(table, results, settings)
     return samples, complexity, baseline
+
+
+# --------------------------------------------------------------------------------------
+# merging a later pass into its trial
+
+
+def next_repeat(result: "TrialResult") -> int:
+    """The first repeat number a later pass of this trial uses (repeats continue, never restart)."""
+    return max((r.repeat for r in result.runs), default=-1) + 1
+
+
+def merge_pass(previous: "TrialResult", new: "TrialResult", pass_index: int) -> "TrialResult":
+    """One trial's result with a later pass's runs appended (pure).
+
+    The new runs continue the repeat numbers and carry their pass and node; a failed run of the
+    later pass stays in the record (selection then counts it against the trial). The trial's
+    status becomes the later pass's when that is worse than ok, so the failure is visible.
+    """
+    from farm.results import Status
+
+    offset = next_repeat(previous)
+    old = [r if r.node else r.model_copy(update={"node": previous.node}) for r in previous.runs]
+    added = [r.model_copy(update={"repeat": offset + r.repeat, "pass_index": pass_index, "node": r.node or new.node})
+             for r in new.runs]
+    runs = sorted(old + added, key=lambda r: (previous.trial.profiles.index(r.profile)
+                                              if r.profile in previous.trial.profiles else len(previous.trial.profiles),
+                                              r.repeat))
+    update = {"runs": runs, "finished_at": new.finished_at or previous.finished_at}
+    if previous.status == Status.ok and new.status != Status.ok:
+        update.update(status=new.status, reason=f"pass {pass_index}: {new.reason or new.status.value}")
+    return previous.model_copy(update=update)

@@ -459,7 +459,8 @@ def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, Profil
         metrics = run.metrics.model_dump(exclude_none=True) if run.metrics else {}
         asked = profiles[run.profile].total_requests if run.profile in profiles else None
         out.append(RunRecord(id=f"{t.label}/{run.profile}/{run.repeat}", profile=run.profile, repeat=run.repeat,
-                             status=run.status, reason=run.reason, metrics=metrics, total_requests=asked, **common))
+                             status=run.status, reason=run.reason, metrics=metrics, total_requests=asked,
+                             **{**common, "node": run.node or tr.node}))
     ran = {run.profile for run in tr.runs}
     for profile in t.profiles:
         if profile not in ran and tr.status != Status.ok:

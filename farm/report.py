@@ -620,6 +620,27 @@ def _verdict_paragraph(doc: _Doc, report: Report) -> None:
               f"{sel.alpha * AUTO_MAX_PASSES:.0%} over all of them, Bonferroni).")
 
 
+def verdict_line(report: Report) -> str | None:
+    """The primary profile's verdict in one line (the end of a sweep prints it under the command)."""
+    sel = report.selection
+    v = sel.verdict()
+    if v is None:
+        return None
+    name = _labels(report)
+    runs = {t.id: t.repeats for t in sel.trials if t.profile == v.profile}
+    lead = v.comparisons[0] if v.comparisons else None
+    n = f"{runs.get(v.leader, 0)} vs {runs.get(v.runner_up, 0)} runs" if v.runner_up else ""
+    if v.decision == "winner":
+        return (f"{name[v.winner]} wins on {v.profile}: {interval_text(lead)} over the runner-up "
+                f"{name[v.runner_up]} ({n}, \u03b1 = {v.alpha:g})")
+    if v.decision == "tie":
+        return (f"no winner on {v.profile} (a tie): {name[v.leader]} leads {name[v.runner_up]} by {interval_text(lead)}, "
+                f"not significant ({n}, \u03b1 = {v.alpha:g}); recommending the simplest tied trial, {name[v.recommended]}")
+    if v.decision == "cannot_tell":
+        return f"cannot tell on {v.profile}: single runs give no interval; {name[v.leader]} leads by its mean alone"
+    return f"{name[v.leader]} is the only eligible trial on {v.profile}"
+
+
 def _cross(doc: _Doc, report: Report) -> None:
     """One command across workloads: best worst case over the baseline, and what it costs per profile."""
     cp = report.selection.cross_profile

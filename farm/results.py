@@ -95,6 +95,9 @@ class ProfileRun(BaseModel):
     report_file: str | None = Field(default=None, description="guidellm's JSON report, relative to the trial directory.")
     cache_reset: bool | None = Field(default=None, description="Whether the prefix cache was reset before this run.")
     warnings: list[str] = Field(default_factory=list)
+    node: str | None = Field(default=None, description="Node of this run when it differs from the trial's "
+                             "(a later pass of `--repeats auto` may run elsewhere); none = the trial's node.")
+    pass_index: int = Field(default=1, ge=1, description="Pass of `--repeats auto` this run belongs to (1 = the first).")
 
 
 class TrialResult(BaseModel):

@@ -15,7 +15,7 @@ from rich.console import Console
 from farm import tracking
 from farm.errors import UserError
 from farm.records import records_from_trials, write_results_file
-from farm.report import Report, render, report_for, write_plots
+from farm.report import Report, render, report_for, verdict_line, write_plots
 from farm.results import TrialResult
 from farm.spec import Study
 
@@ -51,6 +51,9 @@ def finish(study: Study, grid: str, outcome, uri: str) -> None:
         console.print(f"\nrecommended: trial {rec.name or rec.trial}, {rec.total_tps:,.1f} total tok/s on "
                       f"{report.selection.primary_profile}")
         print(f"  {rec.command}")
+        evidence = verdict_line(report)
+        if evidence:
+            console.print(f"evidence: {evidence}")
         for w in report.warnings[:8]:
             console.print(f"  warning {w.code}: {w.message}")
         if len(report.warnings) > 8:

@@ -189,3 +189,55 @@ def load_study_snapshot(uri: str, sweep_id: str) -> Study:
     with tempfile.TemporaryDirectory() as tmp:
         path = c.download_artifacts(sweep_id, "sweep/study.yaml", tmp)
         return Study.model_validate(yaml.safe_load(Path(path).read_text()))
+
+
+# --------------------------------------------------------------------------------------
+# `--repeats auto`: a later pass appended to its trial's child run
+
+
+def trial_run_ids(uri: str, sweep_id: str) -> dict[str, str]:
+    """Trial id -> the child run `load_results` reads for it (the latest one with a result)."""
+    out: dict[str, str] = {}
+    for run in sorted(trial_runs(uri, sweep_id), key=lambda r: r.info.start_time or 0):
+        trial = run.data.tags.get(TRIAL_TAG)
+        if trial:
+            out[trial] = run.info.run_id
+    return out
+
+
+def append_pass(uri: str, run_id: str, merged: TrialResult, new: TrialResult, pass_index: int,
+                artifacts_dir: Path | None) -> None:
+    """Append a later pass of `--repeats auto` to the trial's child run (one child run per trial).
+
+    `<profile>/<metric>` gets the mean over every run so far at step `pass_index - 1` (the UI shows
+    the latest step); `<profile>/runs/<metric>` gets the new runs at their repeat numbers;
+    `result.json` is replaced by the merged result; the pass's files go under `files/pass-N`.
+    """
+    c = client(uri)
+    now = int(time.time() * 1000)
+    metrics: list[Metric] = []
+    for profile in merged.trial.profiles:
+        runs = [r for r in merged.runs_of(profile) if r.metrics is not None]
+        for name in METRICS:
+            values = [(r, getattr(r.metrics, name)) for r in runs if getattr(r.metrics, name) is not None]
+            if not values:
+                continue
+            metrics.append(Metric(f"{profile}/{name}", _mean([v for _, v in values]), now, pass_index - 1))
+            metrics += [Metric(f"{profile}/runs/{name}", v, now, r.repeat) for r, v in values
+                        if r.pass_index == pass_index]
+    repeats = max((len(merged.runs_of(p)) for p in merged.trial.profiles), default=0)
+    tags = [RunTag(STATUS_TAG, merged.status.value), RunTag("farm.passes", str(pass_index)),
+            RunTag("farm.repeats", str(repeats))]
+    if merged.reason:
+        tags.append(RunTag("farm.reason", merged.reason[:5000]))
+    for i in range(0, len(metrics), 900):  # MLflow takes at most 1000 metrics per batch
+        c.log_batch(run_id, metrics=metrics[i:i + 900], tags=tags if i == 0 else [])
+    if not metrics:
+        c.log_batch(run_id, tags=tags)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "result.json").write_text(merged.model_dump_json(indent=1))
+        c.log_artifacts(run_id, tmp)
+    if artifacts_dir and Path(artifacts_dir).is_dir():
+        c.log_artifacts(run_id, str(artifacts_dir), f"files/pass-{pass_index}")
+    end = int((merged.finished_at or time.time()) * 1000)
+    c.set_terminated(run_id, status="FINISHED" if merged.status == Status.ok else "FAILED", end_time=end)

@@ -1,0 +1,119 @@
+"""Planning (pure): `--repeats auto` passes, the baseline on every node, merging a later pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from farm import plan
+from farm.grid import expand
+from farm.results import ProfileRun, RunMetrics, Status, TrialResult
+from farm.spec import load_study
+from farm.trial import Trial
+
+
+def test_repeats_parse_and_alpha():
+    assert plan.parse_repeats("auto") == "auto" and plan.parse_repeats("3") == 3
+    for bad in ("0", "-1", "many", ""):
+        with pytest.raises(ValueError, match="whole number >= 1 or 'auto'"):
+            plan.parse_repeats(bad)
+    assert plan.first_pass_repeats("auto") == plan.AUTO_FIRST_PASS and plan.first_pass_repeats(5) == 5
+    assert plan.alpha_for(3) == 0.05 and plan.alpha_for("auto") == pytest.approx(0.01)
+    # Bonferroni over the looks: the family-wise level stays at 5 %
+    assert plan.AUTO_ALPHA * plan.AUTO_MAX_PASSES == pytest.approx(plan.FAMILY_ALPHA)
+
+
+# ------------------------------------------------------------------ --repeats auto
+
+
+COST = {"a": 2, "b": 2, "c": 2}
+
+
+def test_a_separated_ranking_needs_no_further_pass():
+    p = plan.next_pass({"a": [110, 111, 109], "b": [100, 101, 99]}, cost_per_repeat=COST, passes_done=1, spent=12,
+                       budget=100)
+    assert p.done and p.reason.startswith("separated")
+
+
+def test_overlapping_trials_and_the_leader_get_more_repeats_the_rest_do_not():
+    p = plan.next_pass({"a": [104, 98, 101], "b": [100, 103, 97], "c": [80, 81, 79]}, cost_per_repeat=COST,
+                       passes_done=1, spent=18, budget=100)
+    assert not p.done and p.trials == ["a", "b"] and p.repeats == plan.AUTO_STEP
+    assert p.runs == 2 * plan.AUTO_STEP * 2 and p.pass_index == 2
+
+
+def test_the_budget_and_the_look_limit_end_the_loop():
+    overlapping = {"a": [104, 98, 101], "b": [100, 103, 97]}
+    spent = plan.next_pass(overlapping, cost_per_repeat=COST, passes_done=1, spent=98, budget=100)
+    assert spent.done and "run budget spent: 98 of 100" in spent.reason
+    looks = plan.next_pass(overlapping, cost_per_repeat=COST, passes_done=plan.AUTO_MAX_PASSES, spent=0, budget=100)
+    assert looks.done and "looks taken" in looks.reason
+    # the leader fits but no contender does: nothing to separate it from
+    tight = plan.next_pass(overlapping, cost_per_repeat={"a": 1, "b": 10}, passes_done=1, spent=90, budget=100)
+    assert tight.done and "no contender" in tight.reason
+    assert plan.default_budget(None, 24) == 72 and plan.default_budget(50, 24) == 50
+
+
+def test_a_single_candidate_needs_nothing():
+    assert plan.next_pass({"a": [1, 2, 3]}, cost_per_repeat=COST, passes_done=1, spent=3, budget=9).done
+
+
+# ------------------------------------------------------------------ the baseline on every node
+
+
+def _nodes(*specs):
+    return [{"NodeID": f"{i + 1:x}f3a9c{i:050d}", "NodeManagerHostname": host, "Alive": True, "Resources": {"GPU": g, "CPU": 8}}
+            for i, (host, g) in enumerate(specs)]
+
+
+def test_the_baseline_runs_once_more_on_every_node_able_to_run_it():
+    study = load_study()
+    trials = expand(study, "seed")
+    base = plan.baseline_trial(study, trials)
+    assert base.name == "engine_vllm_default"
+    nodes = plan.node_names(_nodes(("head", 0), ("gpu-a.example.org", 8), ("gpu-b", 8)))
+    copies = plan.node_baselines(base, nodes, first_index=100)
+    assert [t.id for t, _ in copies] == [f"{base.id}@gpu-a", f"{base.id}@gpu-b"]  # not on the GPU-less head
+    assert [t.name for t, _ in copies] == ["engine_vllm_default@gpu-a", "engine_vllm_default@gpu-b"]
+    assert [t.index for t, _ in copies] == [100, 101] and all(plan.control_of(t.id) == base.id for t, _ in copies)
+    assert plan.control_of(base.id) is None
+    # one node able to run trials: nothing to compare, no extra trial
+    assert plan.node_baselines(base, plan.node_names(_nodes(("head", 0), ("gpu-a", 8))), first_index=100) == []
+
+
+def test_nodes_sharing_a_hostname_get_unique_names():
+    names = [n.name for n in plan.node_names(_nodes(("box", 0), ("box", 0)))]
+    assert names == ["box-1f3a9c00", "box-2f3a9c00"]
+
+
+def test_the_study_baseline_wins_over_the_engine_default():
+    study = load_study()
+    trials = expand(study, "seed")
+    named = study.model_copy(update={"baseline": "step1_quant_fp8"})
+    assert plan.baseline_trial(named, trials).name == "step1_quant_fp8"
+
+
+# ------------------------------------------------------------------ merging a later pass
+
+
+def _metrics(tps: float) -> RunMetrics:
+    return RunMetrics(successful_requests=10, total_requests=10, success_rate=1, duration_s=1, total_input_tokens=tps / 2,
+                      total_output_tokens=tps / 2, request_throughput=10, output_tps=tps / 2, total_tps=tps)
+
+
+def _result(repeats: list[int], node: str, status: Status = Status.ok) -> TrialResult:
+    trial = Trial(id="mock-1", engine="mock", model_key="tiny", model="tiny", profiles=["p", "q"])
+    runs = [ProfileRun(profile=p, repeat=r, status=Status.ok, metrics=_metrics(100 + r)) for r in repeats for p in ("p", "q")]
+    return TrialResult(sweep_id="s", trial=trial, status=status, runs=runs, node=node, finished_at=float(len(repeats)))
+
+
+def test_a_later_pass_continues_the_repeats_and_keeps_its_node():
+    merged = plan.merge_pass(_result([0, 1, 2], "n1"), _result([0, 1], "n2"), pass_index=2)
+    assert [(r.profile, r.repeat, r.pass_index, r.node) for r in merged.runs if r.profile == "p"] == [
+        ("p", 0, 1, "n1"), ("p", 1, 1, "n1"), ("p", 2, 1, "n1"), ("p", 3, 2, "n2"), ("p", 4, 2, "n2")]
+    assert merged.status == Status.ok and plan.next_repeat(merged) == 5
+
+
+def test_a_failed_later_pass_shows_in_the_trials_status():
+    bad = _result([0], "n2", Status.oom).model_copy(update={"reason": "CUDA out of memory"})
+    merged = plan.merge_pass(_result([0, 1, 2], "n1"), bad, pass_index=2)
+    assert merged.status == Status.oom and merged.reason == "pass 2: CUDA out of memory"
