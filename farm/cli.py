@@ -36,14 +36,17 @@ def cli() -> None:
               help="Study YAML (default: configs/qwen3.5-35b-a3b-h200.yaml).")
 @click.option("--grid", required=True, help="Name of a grid in the study (smoke, seed, full, ...).")
 @click.option("--dry-run", is_flag=True, help="Print every trial and its exact command line; start nothing.")
-@click.option("--address", default=None, help="Ray cluster address; default: a local Ray started for the sweep.")
+@click.option("--address", default=None,
+              help="http://HEAD:8265: submit the sweep as a Ray job (Jobs API); auto, HOST:PORT or ray://HOST:10001: "
+                   "run the driver here against that cluster; default: a local Ray started for the sweep.")
 @click.option("--tracking-uri", default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
 @click.option("--experiment", default=None, help="MLflow experiment; default: the study's.")
 @click.option("--resume", "resume", default=None, metavar="SWEEP_ID", help="Continue this sweep: run only its unfinished trials.")
 @click.option("--repeats", type=click.IntRange(min=1), default=None, help="Runs per trial and profile (default: the study's).")
 @click.option("--workdir", type=click.Path(file_okay=False), default="farm-runs", show_default=True,
               help="Where engine logs and guidellm reports are written on each node.")
-def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, workdir) -> None:
+@click.option("--no-wait", is_flag=True, help="With --address http://HEAD:8265: submit the job and return.")
+def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, workdir, no_wait) -> None:
     """Expand a grid into trials and benchmark each on its own engine server."""
     from farm.grid import expand
     from farm.spec import load_study
@@ -54,6 +57,17 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     if dry_run:
         print_dry_run(study, grid, trials)
         return
+    from farm.jobs import enable_client_token, is_jobs_address, submit_from_cli
+
+    if is_jobs_address(address):
+        # The Ray Jobs API: the sweep runs on the head as a Ray job; this side submits and follows it.
+        ctx = click.get_current_context()
+        given_workdir = ctx.get_parameter_source("workdir") != click.core.ParameterSource.DEFAULT
+        ctx.exit(submit_from_cli(config, address, grid=grid, tracking_uri=tracking_uri, experiment=experiment,
+                                 resume=resume, repeats=repeats, workdir=workdir if given_workdir else None,
+                                 wait=not no_wait))
+    if address:
+        enable_client_token()  # an explicit address: Ray sends the cluster's token only in token mode
     from farm.sweep_view import run_and_report
 
     argv = "farm " + shlex.join(sys.argv[1:])
@@ -63,9 +77,13 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
 
 from farm.commands.analyze import analyze  # noqa: E402  (commands register after the group exists)
 from farm.commands.report import report  # noqa: E402
+from farm.commands.server import server  # noqa: E402
+from farm.commands.status import status  # noqa: E402
 
 cli.add_command(analyze)
 cli.add_command(report)
+cli.add_command(status)
+cli.add_command(server)
 
 
 def main() -> None:

@@ -241,3 +241,17 @@ def tag_sweep_with_submission(uri: str, sweep_id: str) -> None:
         from farm import tracking
 
         tracking.client(uri).set_tag(sweep_id, "farm.submission_id", submission_id)
+
+
+def submit_from_cli(config: str | None, address: str, *, grid: str, tracking_uri: str | None,
+                    experiment: str | None, resume: str | None, repeats: int | None, workdir: str | None,
+                    wait: bool) -> int:
+    """`farm sweep --address http://...`: the study (includes merged) and the options go to the head."""
+    from farm.spec import DEFAULT_CONFIG, _read_yaml
+
+    source = (Path(config) if config else DEFAULT_CONFIG).resolve()
+    data = _read_yaml(source, {source})
+    uri = check_tracking_for_cluster(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
+    args = SweepArgs(grid=grid, tracking_uri=uri, experiment=experiment, resume=resume, repeats=repeats,
+                     workdir=workdir)
+    return submit_sweep(address, data, args, wait=wait)

@@ -12,12 +12,17 @@ uses (`ray metrics launch-prometheus`) chart them too:
   trial on a profile (mean over its repeats).
 - `ray_farm_trial_output_tps{sweep, engine, trial, profile}` (gauge): output tokens/s, likewise.
 
-A failure to record a metric never fails a sweep: the metrics are for watching, MLflow is the record.
+Ray drops a gauge series that is not set again within two export intervals, so the driver sets
+every gauge of the sweep again each interval (a daemon thread), until a minute after the last
+trial. A failure to record a metric never fails a sweep: the metrics are for watching, MLflow
+is the record.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -49,6 +54,9 @@ class SweepMetrics:
         self.running = 0
         self.done = 0
         self._broken = False
+        self._lock = threading.Lock()
+        self._gauges: dict[tuple[str, tuple], tuple[Any, dict, float]] = {}
+        self._ended: float | None = None
         self.trials = Gauge(PREFIX + "trials", description="Trials of the sweep by state (pending, running, done).",
                             tag_keys=TAGS["trials"])
         self.results = Counter(PREFIX + "trial_results", description="Finished trials by status.",
@@ -60,11 +68,36 @@ class SweepMetrics:
         self.output_tps = Gauge(PREFIX + "trial_output_tps", description="Output tokens/s of a finished trial on a profile.",
                                 tag_keys=TAGS["trial_output_tps"])
         self._states()
+        threading.Thread(target=self._refresh, name="farm-metrics", daemon=True).start()
+
+    def _set(self, gauge: Any, value: float, tags: dict) -> None:
+        with self._lock:
+            self._gauges[(gauge.info["name"], tuple(sorted(tags.items())))] = (gauge, tags, value)
+        gauge.set(value, tags=tags)
+
+    def _refresh(self, linger_s: float = 60.0) -> None:
+        try:
+            import ray
+
+            period = max(ray._config.metrics_report_interval_ms(), 1000) / 2000
+        except Exception:
+            period = 5.0
+        while not self._broken and (self._ended is None or time.monotonic() - self._ended < linger_s):
+            time.sleep(period)
+            with self._lock:
+                series = list(self._gauges.values())
+            try:
+                for gauge, tags, value in series:
+                    gauge.set(value, tags=tags)
+            except Exception:  # the driver is shutting down
+                return
 
     def _states(self) -> None:
         pending = max(self.total - self.running - self.done, 0)
         for state, value in (("pending", pending), ("running", self.running), ("done", self.done)):
-            self.trials.set(value, tags={"sweep": self.sweep, "state": state})
+            self._set(self.trials, value, {"sweep": self.sweep, "state": state})
+        if self.done >= self.total and self._ended is None:
+            self._ended = time.monotonic()
 
     def on_event(self, kind: str, job: Any, result: Any) -> None:
         if self._broken:
@@ -91,7 +124,7 @@ class SweepMetrics:
                 for gauge, attr in ((self.total_tps, "total_tps"), (self.output_tps, "output_tps")):
                     value = _mean_metric(result, profile, attr)
                     if value is not None:
-                        gauge.set(value, tags=tags)
+                        self._set(gauge, value, tags)
         else:
             return
         self._states()

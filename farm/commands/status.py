@@ -1,0 +1,30 @@
+"""`farm status [SWEEP_ID]`: trials done, failed, running and pending, from MLflow and Ray."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.command("status")
+@click.argument("sweep_id", required=False)
+@click.option("--tracking-uri", default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
+@click.option("--address", default=None,
+              help="Ray dashboard (http://HEAD:8265) or 'auto', to see which trials run now; default: $RAY_ADDRESS.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def status(sweep_id: str | None, tracking_uri: str | None, address: str | None, fmt: str) -> None:
+    """Where a sweep stands (default: the latest sweep in the tracking store)."""
+    import os
+
+    from farm import tracking
+    from farm.sweep_status import render, sweep_status
+
+    uri = tracking_uri or tracking.default_tracking_uri()
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        from farm.jobs import enable_client_token
+
+        enable_client_token()
+    st = sweep_status(uri, sweep_id, address=address)
+    click.echo(json.dumps(st.as_dict(), indent=1) if fmt == "json" else render(st))

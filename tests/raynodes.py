@@ -1,0 +1,121 @@
+"""Real Ray nodes for tests: `ray start --block` processes on loopback, each in its own session.
+
+Every port is chosen free, every node has its own temp dir (short: Unix socket paths are
+limited to 107 bytes), and a node is stopped by signalling the process group of the
+`ray start --block` process this test started (it takes its node's processes with it): never
+`ray stop`, which would stop every Ray on the machine, and never a kill by name.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+# For `ray.cluster_utils.Cluster` (nodes in this process's session): Ray's single-machine mode,
+# every address is 127.0.0.1. `ray start` nodes get `--node-ip-address=127.0.0.1` instead (a
+# multi-node `ray start` refuses this mode).
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def wait_port(port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 20) -> None:
+    """SIGTERM to the group this test started, a grace period, then SIGKILL."""
+    if proc.poll() is None:
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    # The node's own processes (raylet, GCS, workers) share the group: make sure none is left.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+@dataclass
+class RayNode:
+    proc: subprocess.Popen
+    temp_dir: Path
+    log: Path
+    ports: dict[str, int] = field(default_factory=dict)
+
+    def stop(self) -> None:
+        stop_group(self.proc)
+        self.log_text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def start_node(env: dict[str, str], *, head: bool, gcs_port: int | None = None, num_cpus: int = 2,
+               num_gpus: int = 0, resources: str | None = None, log_dir: Path) -> RayNode:
+    """One Ray node; the head also runs the dashboard (the Jobs API) on a free port."""
+    names = ["node_manager", "object_manager", "metrics_export", "agent_listen", "agent_grpc", "runtime_env",
+             "client_server", "dashboard", "gcs", "min_worker"]
+    ports = dict(zip(names, free_ports(len(names))))
+    if gcs_port is not None:
+        ports["gcs"] = gcs_port
+    temp_dir = Path(tempfile.mkdtemp(prefix="farm-ray-", dir="/tmp"))
+    argv = [str(BIN / "ray"), "start", "--block", "--node-ip-address=127.0.0.1", f"--num-cpus={num_cpus}",
+            f"--num-gpus={num_gpus}", f"--node-manager-port={ports['node_manager']}",
+            f"--object-manager-port={ports['object_manager']}", f"--metrics-export-port={ports['metrics_export']}",
+            f"--dashboard-agent-listen-port={ports['agent_listen']}",
+            f"--dashboard-agent-grpc-port={ports['agent_grpc']}", f"--runtime-env-agent-port={ports['runtime_env']}",
+            # a narrow worker port range of its own per node (ports near the free one just found)
+            f"--min-worker-port={ports['min_worker']}", f"--max-worker-port={ports['min_worker'] + 200}",
+            f"--temp-dir={temp_dir}", "--disable-usage-stats", "--object-store-memory=200000000"]
+    if resources:
+        argv.append(f"--resources={resources}")
+    if head:
+        argv += ["--head", f"--port={ports['gcs']}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+                 f"--dashboard-port={ports['dashboard']}", f"--ray-client-server-port={ports['client_server']}"]
+    else:
+        argv += [f"--address=127.0.0.1:{ports['gcs']}"]
+    log = log_dir / f"ray-{'head' if head else 'worker'}-{ports['node_manager']}.log"
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen(argv, env={**env, "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}"},
+                                stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    node = RayNode(proc, temp_dir, log, ports)
+    try:
+        wait_port(ports["dashboard"] if head else ports["node_manager"], 90)
+    except TimeoutError:
+        node.stop()
+        raise RuntimeError(f"ray start failed: {node.log_text[-3000:]}") from None
+    return node

@@ -1,0 +1,216 @@
+"""A simulated cluster on one machine (`ray.cluster_utils.Cluster`): a head with no GPU and two
+worker nodes with 4 declared GPUs each, a mock sweep of 8 trials asking for 1 to 4 GPUs each
+(20 in all), real engines, real guidellm, real MLflow (SQLite).
+
+Checks, from what the trials recorded: both nodes ran trials; at no moment did the trials on a
+node hold more GPUs than it has, and trials that overlapped in time on a node had disjoint GPUs;
+each engine process saw exactly its trial's GPUs in CUDA_VISIBLE_DEVICES (the engine writes what
+it saw into its own log); MLflow holds every trial once. During the sweep, the trials' actors
+are seen by name through Ray's State API, and farm's metrics are read from Ray's Prometheus
+export endpoint (each node's `metrics_export_port`).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from raynodes import LOOPBACK_ENV, free_ports
+
+pytestmark = pytest.mark.slow
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+GPUS_PER_NODE = 4
+
+
+def _engine_wrapper(tmp: Path) -> Path:
+    """The mock engine behind a script that first writes the CUDA_VISIBLE_DEVICES it was given."""
+    import farm.engines.mock as mock
+
+    script = tmp / "mock-engine"
+    script.write_text("#!/bin/sh\n"
+                      'echo "farm-test engine CUDA_VISIBLE_DEVICES=[${CUDA_VISIBLE_DEVICES-unset}]"\n'
+                      f'exec {mock._GUIDELLM} mock-server "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+class Observer(threading.Thread):
+    """Polls the State API for alive actors and every node's metrics endpoint while the sweep runs."""
+
+    def __init__(self, ports: list[int]):
+        super().__init__(daemon=True)
+        self.ports = ports
+        self.names: set[str] = set()
+        self.scrapes: list[str] = []
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        from ray.util.state import list_actors
+
+        while not self.stop.is_set():
+            try:
+                self.names |= {a.name for a in list_actors(filters=[("state", "=", "ALIVE")]) if a.name}
+            except Exception as exc:  # the State API may be briefly busy; keep the last error
+                self.errors.append(f"state: {exc}")
+            for port in self.ports:
+                try:
+                    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+                    if "ray_farm_" in text:
+                        self.scrapes.append(text)
+                except httpx.HTTPError as exc:
+                    self.errors.append(f"metrics {port}: {exc}")
+            self.stop.wait(1.0)
+
+
+@pytest.fixture(scope="module")
+def cluster_sweep(tmp_path_factory):
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from farm import driver
+    from farm.grid import expand
+    from farm.spec import load_study
+
+    tmp = tmp_path_factory.mktemp("cluster")
+    data = yaml.safe_load((FIXTURES / "studies" / "cluster.yaml").read_text())
+    data["engines"]["mock"]["launcher"] = [str(_engine_wrapper(tmp))]
+    (tmp / "study.yaml").write_text(yaml.safe_dump(data))
+    study = load_study(tmp / "study.yaml")
+    trials = expand(study, "placement")
+
+    saved = {k: os.environ.get(k) for k in LOOPBACK_ENV}
+    os.environ.update(LOOPBACK_ENV)
+    (dashboard_port,) = free_ports(1)
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "num_gpus": 0, "include_dashboard": True, "dashboard_port": dashboard_port,
+        "_system_config": {"metrics_report_interval_ms": 1000}})
+    workers = [cluster.add_node(num_cpus=4, num_gpus=GPUS_PER_NODE) for _ in range(2)]
+    cluster.wait_for_nodes()
+    try:
+        ray.init(address=cluster.address, log_to_driver=False)
+        ports = [n["MetricsExportPort"] for n in ray.nodes() if n["Alive"]]
+        observer = Observer(ports)
+        observer.start()
+        uri = f"sqlite:///{tmp / 'mlflow.db'}"
+        started = time.monotonic()
+        outcome = driver.run_sweep(study, "placement", trials, tracking_uri=uri, experiment=study.experiment_name,
+                                   address=cluster.address, resume=None, repeats=1, workdir=tmp / "runs",
+                                   command="test_cluster_placement")
+        elapsed = time.monotonic() - started
+        # The driver (this process) keeps its metrics: read them once more after the last trial.
+        time.sleep(3)
+        observer.stop.set()
+        observer.join(timeout=30)
+        final_scrape = "\n".join(httpx.get(f"http://127.0.0.1:{p}/metrics", timeout=5).text for p in ports)
+        worker_ids = {w.node_id for w in workers}
+        head_id = cluster.head_node.node_id
+        yield dict(outcome=outcome, trials=trials, uri=uri, tmp=tmp, observer=observer, elapsed=elapsed,
+                   final_scrape=final_scrape, worker_ids=worker_ids, head_id=head_id)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_every_trial_ran_once_and_is_in_mlflow_once(cluster_sweep):
+    from mlflow.tracking import MlflowClient
+
+    outcome, trials = cluster_sweep["outcome"], cluster_sweep["trials"]
+    assert len(trials) == 8 and {t.gpus for t in trials} == {1, 2, 3, 4}
+    assert sorted(r.trial.id for r in outcome.results) == sorted(t.id for t in trials)
+    bad = [(r.trial.label, r.status.value, r.reason) for r in outcome.results if r.status.value != "ok"]
+    assert not bad, bad
+    client = MlflowClient(cluster_sweep["uri"])
+    children = client.search_runs([outcome.experiment_id],
+                                  filter_string=f"tags.`mlflow.parentRunId` = '{outcome.sweep_id}'")
+    ids = [c.data.tags["farm.trial_id"] for c in children]
+    assert sorted(ids) == sorted(t.id for t in trials)  # every trial, each once
+
+
+def test_trials_spread_over_both_workers_and_never_overbook_a_node(cluster_sweep):
+    results = cluster_sweep["outcome"].results
+    nodes = {r.node_id for r in results}
+    assert nodes == cluster_sweep["worker_ids"], "trials must run on both GPU nodes, never on the GPU-less head"
+    for r in results:
+        assert len(r.gpus) == r.trial.gpus, (r.trial.label, r.gpus)
+        assert len(set(r.gpus)) == len(r.gpus)
+        assert all(0 <= int(g) < GPUS_PER_NODE for g in r.gpus)
+    overlapping_pairs = 0
+    for node in nodes:
+        on_node = [r for r in results if r.node_id == node]
+        # At every trial start, the trials running on that node hold at most its GPUs, disjointly.
+        for r in on_node:
+            at = r.started_at
+            running = [o for o in on_node if o.started_at <= at < o.finished_at]
+            held = [g for o in running for g in o.gpus]
+            assert len(held) <= GPUS_PER_NODE, [(o.trial.label, o.gpus) for o in running]
+            assert len(set(held)) == len(held), [(o.trial.label, o.gpus) for o in running]
+            overlapping_pairs += len(running) - 1
+    # The check above must have had something to check: trials did share nodes at the same time.
+    assert overlapping_pairs > 0
+
+
+def test_each_engine_saw_exactly_its_gpus(cluster_sweep):
+    from mlflow.tracking import MlflowClient
+
+    outcome = cluster_sweep["outcome"]
+    client = MlflowClient(cluster_sweep["uri"])
+    by_trial = {r.trial.id: r for r in outcome.results}
+    children = client.search_runs([outcome.experiment_id],
+                                  filter_string=f"tags.`mlflow.parentRunId` = '{outcome.sweep_id}'")
+    for child in children:
+        result = by_trial[child.data.tags["farm.trial_id"]]
+        path = client.download_artifacts(child.info.run_id, "files/engine.log", str(cluster_sweep["tmp"] / child.info.run_id))
+        seen = [line for line in Path(path).read_text().splitlines() if line.startswith("farm-test engine")]
+        assert seen == [f"farm-test engine CUDA_VISIBLE_DEVICES=[{','.join(result.gpus)}]"], (result.trial.label, seen)
+        assert child.data.tags["farm.gpus"] == ",".join(result.gpus)
+
+
+def test_actor_names_are_readable_in_the_state_api(cluster_sweep):
+    from farm.driver import actor_name
+
+    outcome, observer = cluster_sweep["outcome"], cluster_sweep["observer"]
+    expected = {actor_name(outcome.sweep_id, t, 1) for t in cluster_sweep["trials"]}
+    seen = {n for n in observer.names if n.endswith(":a1") and outcome.sweep_id[:8] in n}
+    assert seen, observer.errors[-3:]
+    assert seen <= expected
+    # At least most trials were caught alive by a 1 s poll (each runs for several seconds).
+    assert len(seen) >= len(expected) // 2, (sorted(seen), observer.errors[-3:])
+    for name in seen:
+        engine, short, label, sweep, attempt = name.split(":")
+        assert engine == "mock" and len(short) == 8 and "gpus=" in label and "ttft-ms=" in label
+
+
+def test_farm_metrics_on_rays_prometheus_endpoint(cluster_sweep):
+    from farm.metrics import parse_prometheus
+
+    sweep = cluster_sweep["outcome"].sweep_id
+    observer = cluster_sweep["observer"]
+    # During the sweep: the trials gauge showed trials running.
+    running = [v for text in observer.scrapes for labels, v in parse_prometheus(text, "ray_farm_trials")
+               if labels.get("sweep") == sweep and labels.get("state") == "running"]
+    assert running and max(running) >= 1, observer.errors[-3:]
+    # After it: 8 trials done, 8 ok results, a throughput per trial.
+    final = cluster_sweep["final_scrape"]
+    done = [v for labels, v in parse_prometheus(final, "ray_farm_trials")
+            if labels.get("sweep") == sweep and labels.get("state") == "done"]
+    assert done == [8.0]
+    ok = [v for labels, v in parse_prometheus(final, "ray_farm_trial_results_total")
+          if labels.get("sweep") == sweep and labels.get("status") == "ok"]
+    assert ok == [8.0]
+    tps = {labels["trial"]: v for labels, v in parse_prometheus(final, "ray_farm_trial_total_tps")
+           if labels.get("sweep") == sweep and labels.get("profile") == "quick"}
+    assert len(tps) == 8 and all(v > 0 for v in tps.values())
