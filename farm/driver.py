@@ -117,7 +117,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         if address:
             ray.init(address=address, log_to_driver=False)
         else:
-            ray.init(log_to_driver=False)
+            ray.init(address="local", log_to_driver=False)  # never join a cluster `ray start` left running here
             started_ray = True
     try:
         check_capacity(trials)
