@@ -103,7 +103,7 @@ def expand(study: Study, grid: str) -> list[Trial]:
                 flags = {**combo_flags, **rendered}
                 all_flags = {**engine_spec.flags, **flags}
                 try:
-                    gpus = engine.gpus(all_flags)
+                    gpus = 0 if engine_spec.device == "cpu" else engine.gpus(all_flags)
                 except ValueError as exc:
                     raise SpecError(str(exc), file=study.source, key=where) from None
                 tid = trial_id(block.engine, model.name, all_flags)

