@@ -25,7 +25,8 @@ from farm.datasets import DatasetMissing, prepare_sharegpt
 from farm.engines import get_engine
 from farm.engines.base import redact_args
 from farm.proc import EngineExited, EngineProcess, ReadyTimeout, clean_env, free_port, tail
-from farm.results import ProfileRun, ReportError, Status, TrialResult, parse_report, slim_report
+from farm.results import (TRANSIENT, ProfileRun, ReportError, Status, TrialResult, parse_report, slim_report,
+                          stopped_by_time_limit)
 from farm.secrets import redact_flags, scrub, secret_values
 from farm.spec import EngineSpec, ProfileSpec
 from farm.tokenizer import cache_dir, resolve_tokenizer
@@ -51,11 +52,23 @@ class TrialJob(BaseModel):
     tracking_uri: str | None = None
     experiment_id: str | None = None
     parent_run_id: str | None = None
+    previous_attempts: list[str] = Field(default_factory=list, description="Earlier attempts that failed transiently.")
+
+
+# How the benchmark client reports that it could not talk to the engine (httpx and asyncio
+# wording). With the engine still alive, that is a network hiccup a second attempt can survive.
+_CONNECTION_ERRORS = ("ConnectError", "ConnectTimeout", "RemoteProtocolError", "Connection refused",
+                      "ConnectionRefusedError", "ConnectionResetError", "Connection reset by peer")
+
+
+class TrackingUnavailable(RuntimeError):
+    """The trial ran, but its result could not be stored in MLflow (the driver retries the trial)."""
 
 
 def _status_of_runs(runs: list[ProfileRun]) -> tuple[Status, str | None]:
     """The trial's status: the most serious of its runs' statuses."""
-    priority = [Status.engine_crashed, Status.oom, Status.timeout, Status.bench_failed, Status.low_success_rate]
+    priority = [Status.engine_crashed, Status.oom, Status.timeout, Status.connection_error, Status.bench_failed,
+                Status.low_success_rate]
     for status in priority:
         for run in runs:
             if run.status == status:
@@ -73,6 +86,7 @@ class TrialRunner:
         self._lock = threading.Lock()
         self._secrets: list[str] = []
         self._port = 0
+        self._cancelled = threading.Event()
 
     # -- helpers -------------------------------------------------------------------------
     def _log_tail(self) -> str:
@@ -124,11 +138,15 @@ class TrialRunner:
             # Ray leaves a 0-GPU actor the node's whole view of its GPUs; an engine that needs
             # none must not touch the GPUs that other trials on this node hold.
             env["CUDA_VISIBLE_DEVICES"] = ""
-        self._secrets = secret_values(env, spec.secret_env, trial.all_flags, self.engine.secret_flags(spec))
+        secret_flags = self.engine.secret_flags(spec)
+        self._secrets = secret_values(env, spec.secret_env, trial.all_flags, secret_flags)
+        shown = trial.model_copy(update={"flags": redact_flags(trial.flags, secret_flags),
+                                         "required_flags": redact_flags(trial.required_flags, secret_flags)})
         result = TrialResult(
-            sweep_id=job.sweep_id, trial=trial.model_copy(update={"flags": redact_flags(trial.flags, self.engine.secret_flags(spec))}),
+            sweep_id=job.sweep_id, trial=shown,
             status=Status.ok, serve_command=self.engine.serve_command(spec, trial),
-            node=socket.gethostname(), node_ip=_node_ip(), attempt=job.attempt, started_at=time.time(),
+            node=socket.gethostname(), node_ip=_node_ip(), node_id=_node_id(), attempt=job.attempt,
+            started_at=time.time(), previous_attempts=list(job.previous_attempts),
             gpus=[g for g in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g],
             artifacts_dir=str(self.dir),
         )
@@ -139,6 +157,10 @@ class TrialRunner:
             result.finished_at = time.time()
             result.log_tail = self._log_tail()
             self._scrub_artifacts()
+        if self._cancelled.is_set():
+            # Stopped from outside (Ctrl-C, the driver ending): whatever the engine's death looked
+            # like, the trial has no answer and a resumed sweep runs it again.
+            result.status, result.reason = Status.cancelled, "stopped before it finished (the sweep was interrupted)"
         return result
 
     def _run(self, result: TrialResult, env: dict[str, str]) -> None:
@@ -157,9 +179,13 @@ class TrialRunner:
         (self.dir / "command.txt").write_text(" ".join(result.command) + "\n")
         result.engine_version = self._version()
         with self._lock:
+            if self._cancelled.is_set():
+                return
             self.proc = EngineProcess(argv, env, self.dir / "engine.log")
             self.proc.start()
-        result.engine_pid = self.proc.pid
+        result.engine_pid, result.engine_port = self.proc.pid, port
+        # Where to find the engine while it runs (operators, tests killing it from outside).
+        (self.dir / "engine.pid").write_text(f"{self.proc.pid} {port}\n")
         base_url = f"http://{spec.host}:{port}"
         try:
             ready_s = self.proc.wait_ready(base_url + self.engine.ready_path, spec.ready_timeout_s)
@@ -177,6 +203,8 @@ class TrialRunner:
         # neighbour) does not line up with one profile.
         random.Random(f"{job.order_seed}:{trial.id}").shuffle(plan)
         for name, repeat in plan:
+            if self._cancelled.is_set():
+                break
             run = self._run_profile(name, repeat, base_url, tokenizer, data_files.get(name))
             result.runs.append(run)
             if run.status in (Status.engine_crashed, Status.oom):
@@ -196,7 +224,8 @@ class TrialRunner:
         # Hard limit: the profile's own limit plus room for guidellm's start and report.
         timeout_s = (profile.max_seconds or 3600) + 120
         outcome = bench_client.run_client(spec, workdir=self.dir, name=stem, timeout_s=timeout_s,
-                                          engine_alive=lambda: self.proc is not None and self.proc.alive())
+                                          engine_alive=lambda: self.proc is not None and self.proc.alive(),
+                                          cancelled=self._cancelled.is_set)
         run.finished_at = time.time()
         if outcome.timed_out:
             run.status, run.reason = Status.timeout, f"ran past {timeout_s:.0f} s"
@@ -213,8 +242,19 @@ class TrialRunner:
             report.write_text(json.dumps(slim_report(raw)))
             run.report_file = report.name
         except (OSError, ValueError, ReportError) as exc:
-            run.status = Status.bench_failed
-            run.reason = f"guidellm failed (exit {outcome.returncode}): {exc}; " + tail(outcome.log_path, 3).replace("\n", " | ")
+            client_log = tail(outcome.log_path, 200)
+            lost = next((m for m in _CONNECTION_ERRORS if m in client_log), None)
+            run.status = Status.connection_error if lost else Status.bench_failed
+            run.reason = (f"guidellm failed (exit {outcome.returncode}): {exc}; "
+                          + (f"it lost its connection to the running engine ({lost}); " if lost else "")
+                          + tail(outcome.log_path, 3).replace("\n", " | "))
+            return run
+        done = run.metrics.successful_requests + run.metrics.errored_requests
+        if stopped_by_time_limit(raw) and done < profile.requests:
+            # guidellm's max_duration constraint ended the run: the profile ran past its limit.
+            run.status = Status.timeout
+            run.reason = (f"ran past its limit of {profile.max_seconds:g} s: {done:.0f} of {profile.requests} "
+                          f"requests finished ({run.metrics.successful_requests:.0f} succeeded)")
             return run
         if run.metrics.success_rate < job.min_success_rate:
             run.status = Status.low_success_rate
@@ -233,6 +273,11 @@ class TrialRunner:
                 if cleaned != text:
                     path.write_text(cleaned)
 
+    def cancel(self) -> None:
+        """Stop from outside: the engine goes now and the trial ends as `cancelled`."""
+        self._cancelled.set()
+        self.stop()
+
     def stop(self) -> None:
         with self._lock:
             if self.proc is None:
@@ -247,6 +292,13 @@ class TrialRunner:
 def _node_ip() -> str | None:
     try:
         return ray.util.get_node_ip_address()
+    except Exception:  # not inside Ray
+        return None
+
+
+def _node_id() -> str | None:
+    try:
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
     except Exception:  # not inside Ray
         return None
 
@@ -270,14 +322,35 @@ class BenchActor:
     def engine_pid(self) -> int | None:
         return self.runner.proc.pid if self.runner.proc else None
 
-    def run(self) -> str:
-        result = self.runner.run()
-        if self.job.tracking_uri and self.job.parent_run_id:
-            from farm import tracking
+    def engine_port(self) -> int | None:
+        return self.runner._port or None
 
-            tracking.log_trial(self.job.tracking_uri, self.job.experiment_id, self.job.parent_run_id,
-                               result, Path(result.artifacts_dir))
-        return result.model_dump_json()
+    def run(self) -> str:
+        """Run the trial; a final result is in MLflow before this returns.
+
+        A transient failure (the driver retries it) and a cancelled trial are not logged here:
+        the driver asks for `record()` only when a transient failure is the last word."""
+        self.result = self.runner.run()
+        if self.result.status not in TRANSIENT and self.result.status != Status.cancelled:
+            self.record()
+        return self.result.model_dump_json()
+
+    def record(self) -> None:
+        """Log this actor's result as a child run of the sweep, with its artifacts."""
+        if not (self.job.tracking_uri and self.job.parent_run_id):
+            return
+        from farm import tracking
+
+        for delay in (1, 3, 9, None):  # a shared MLflow server may blink; the trial took minutes
+            try:
+                tracking.log_trial(self.job.tracking_uri, self.job.experiment_id, self.job.parent_run_id,
+                                   self.result, Path(self.result.artifacts_dir))
+                return
+            except Exception as exc:  # MLflow raises its own, requests' and httpx's errors
+                if delay is None:
+                    raise TrackingUnavailable(f"could not store the result in MLflow: {type(exc).__name__}: "
+                                              f"{str(exc).splitlines()[0][:300] if str(exc) else ''}") from None
+                time.sleep(delay)
 
     def stop(self) -> None:
-        self.runner.stop()
+        self.runner.cancel()

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from farm.proc import watch_group
 from farm.spec import ProfileSpec
 
 # guidellm starts 10 worker processes by default; 2 keep a 2-core node responsive and are
@@ -62,8 +63,9 @@ class ClientOutcome:
 
 
 def run_client(spec: dict, *, workdir: Path, name: str, timeout_s: float,
-               engine_alive=lambda: True) -> ClientOutcome:
-    """Run guidellm in a child process group; kill the group past `timeout_s` or if the engine dies."""
+               engine_alive=lambda: True, cancelled=lambda: False) -> ClientOutcome:
+    """Run guidellm in a child process group; kill the group past `timeout_s`, soon after the
+    engine dies, or at once when `cancelled()` says the trial was stopped from outside."""
     workdir.mkdir(parents=True, exist_ok=True)
     spec_path = workdir / f"{name}.scenario.json"
     spec_path.write_text(json.dumps(spec, indent=1))
@@ -77,6 +79,8 @@ def run_client(spec: dict, *, workdir: Path, name: str, timeout_s: float,
         proc = subprocess.Popen([sys.executable, "-m", "farm.guidellm_worker", str(spec_path)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env, start_new_session=True)
+    # Like the engine, the client must not outlive the actor that started it.
+    watchdog = watch_group(proc.pid, 5.0)
     timed_out = False
     engine_gone_at: float | None = None
     try:
@@ -84,6 +88,8 @@ def run_client(spec: dict, *, workdir: Path, name: str, timeout_s: float,
             now = time.monotonic()
             if now - started > timeout_s:
                 timed_out = True
+                break
+            if cancelled():
                 break
             if engine_gone_at is None and not engine_alive():
                 engine_gone_at = now
@@ -95,6 +101,8 @@ def run_client(spec: dict, *, workdir: Path, name: str, timeout_s: float,
     finally:
         if proc.poll() is None:
             _kill_group(proc)
+        watchdog.kill()
+        watchdog.wait(timeout=5)
     return ClientOutcome(proc.returncode if not timed_out else None, timed_out,
                          time.monotonic() - started, log_path, report)
 

@@ -13,13 +13,16 @@ from pathlib import Path
 from typing import Callable
 
 import ray
-from ray.exceptions import ActorDiedError, RayActorError, RayError
+from ray.exceptions import RayActorError, RayError, RayTaskError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.bench import BenchActor, TrialJob
+from actors.bench import BenchActor, TrackingUnavailable, TrialJob
 from farm import metrics, tracking
+from farm.engines import get_engine
 from farm.errors import UserError
 from farm.jobs import tag_sweep_with_submission
 from farm.results import TRANSIENT, Status, TrialResult
+from farm.secrets import redact_trial
 from farm.spec import Study
 from farm.trial import Trial
 
@@ -53,57 +56,131 @@ def check_capacity(trials: list[Trial]) -> None:
                             key=f"trials.{t.id}")
 
 
-def _lost_result(job: TrialJob, exc: Exception) -> TrialResult:
-    return TrialResult(sweep_id=job.sweep_id, trial=job.trial, status=Status.node_lost,
-                       reason=f"actor or node lost: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}",
-                       attempt=job.attempt, started_at=time.time(), finished_at=time.time())
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
+
+
+def _result_without_actor(job: TrialJob, exc: BaseException, node_id: str | None) -> TrialResult:
+    """The result of a trial whose actor gave none back.
+
+    The actor or its node died (`node_lost`, retried), the result could not be stored
+    (`connection_error`, retried), or farm itself failed inside the actor (`bench_failed`,
+    not retried: it would fail the same way again).
+    """
+    cause = exc.cause if isinstance(exc, RayTaskError) else None
+    if isinstance(exc, RayActorError) or not isinstance(exc, RayTaskError):
+        status, reason = Status.node_lost, f"actor or node lost: {type(exc).__name__}: {_first_line(exc)}"
+    elif isinstance(cause, TrackingUnavailable):
+        status, reason = Status.connection_error, str(cause)
+    else:
+        status, reason = Status.bench_failed, f"farm failed on the node: {type(cause or exc).__name__}: {_first_line(cause or exc)}"
+    trial = redact_trial(job.trial, get_engine(job.trial.engine).secret_flags(job.engine_spec))
+    now = time.time()
+    return TrialResult(sweep_id=job.sweep_id, trial=trial, status=status, reason=reason, attempt=job.attempt,
+                       node_id=node_id, previous_attempts=list(job.previous_attempts), started_at=now, finished_at=now)
+
+
+def _other_node(avoid: set[str], gpus: int) -> str | None:
+    """An alive node not in `avoid` that could hold a trial needing `gpus` GPUs (and one CPU)."""
+    for node in ray.nodes():
+        res = node.get("Resources", {})
+        if (node.get("Alive") and node["NodeID"] not in avoid and res.get("GPU", 0) >= gpus
+                and res.get("CPU", 0) >= ACTOR_CPUS):
+            return node["NodeID"]
+    return None
+
+
+def _attempt_line(result: TrialResult) -> str:
+    where = f" on node {result.node_id[:12]}" if result.node_id else ""
+    return f"attempt {result.attempt}{where}: {result.status.value}: {result.reason or ''}"[:1000]
+
+
+@dataclass
+class _Running:
+    job: TrialJob
+    actor: "ray.actor.ActorHandle"
+    placed: "ray.ObjectRef"  # resolves to the actor's node (kept to know where a lost actor was)
+    node_id: str | None = None
 
 
 def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
                on_event: Callable[[str, TrialJob, TrialResult | None], None] = lambda *a: None,
                log_lost: Callable[[TrialResult], None] = lambda r: None) -> list[TrialResult]:
-    """Run every job as an actor; returns one final result per trial, in job order."""
+    """Run every job as an actor; returns one final result per trial, in job order.
+
+    Retries only transient failures (`results.TRANSIENT`), up to `max_retries` times, each on
+    another node than the attempts before where one can take it (soft: if none can, anywhere).
+    A final result is in MLflow when this hears of it: logged by the actor, or here when the
+    actor is gone (`log_lost`).
+    """
     pending = list(jobs)
-    running: dict[ray.ObjectRef, tuple[TrialJob, ray.actor.ActorHandle]] = {}
+    running: dict[ray.ObjectRef, _Running] = {}
     final: dict[str, TrialResult] = {}
+    tried_nodes: dict[str, set[str]] = {}
     try:
         while pending or running:
             while pending and len(running) < max_in_flight:
                 job = pending.pop(0)
-                actor = BenchActor.options(
-                    name=actor_name(job.sweep_id, job.trial, job.attempt),
-                    num_gpus=job.trial.gpus, num_cpus=ACTOR_CPUS, max_concurrency=2,
-                ).remote(job.model_dump_json())
-                running[actor.run.remote()] = (job, actor)
+                options: dict = dict(name=actor_name(job.sweep_id, job.trial, job.attempt),
+                                     num_gpus=job.trial.gpus, num_cpus=ACTOR_CPUS, max_concurrency=3)
+                avoid = tried_nodes.get(job.trial.id, set())
+                target = _other_node(avoid, job.trial.gpus) if avoid else None
+                if target:
+                    options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=target, soft=True)
+                actor = BenchActor.options(**options).remote(job.model_dump_json())
+                running[actor.run.remote()] = _Running(job, actor, actor.node.remote())
                 on_event("started", job, None)
             done, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+            for item in running.values():
+                if item.node_id is None:
+                    ready, _ = ray.wait([item.placed], timeout=0)
+                    if ready:
+                        try:
+                            item.node_id = ray.get(item.placed)["node_id"]
+                            on_event("placed", item.job, None)
+                        except RayError:
+                            item.node_id = ""
             for ref in done:
-                job, actor = running.pop(ref)
-                lost = False
+                item = running.pop(ref)
+                job, actor = item.job, item.actor
+                from_actor = True
                 try:
                     result = TrialResult.model_validate_json(ray.get(ref))
-                except (RayActorError, ActorDiedError, RayError) as exc:
-                    result, lost = _lost_result(job, exc), True
+                except RayError as exc:
+                    result, from_actor = _result_without_actor(job, exc, item.node_id or None), False
+                node = result.node_id or item.node_id
+                if node:
+                    tried_nodes.setdefault(job.trial.id, set()).add(node)
+                if result.status in TRANSIENT and job.attempt <= max_retries:
+                    ray.kill(actor, no_restart=True)
+                    on_event("retry", job, result)
+                    pending.append(job.model_copy(update={
+                        "attempt": job.attempt + 1,
+                        "previous_attempts": [*job.previous_attempts, _attempt_line(result)]}))
+                    continue
+                try:
+                    if result.status in TRANSIENT and from_actor:
+                        # Out of retries: the actor kept this one back; it is the last word now.
+                        ray.get(actor.record.remote())
+                    elif not from_actor:
+                        # The actor died before it could log; the sweep must still show the loss.
+                        log_lost(result)
                 finally:
                     ray.kill(actor, no_restart=True)
-                if result.status in TRANSIENT and job.attempt <= max_retries:
-                    on_event("retry", job, result)
-                    pending.append(job.model_copy(update={"attempt": job.attempt + 1}))
-                    continue
-                if lost:
-                    # The actor died before it could log; the sweep must still show the loss.
-                    log_lost(result)
                 final[job.trial.id] = result
                 on_event("finished", job, result)
     except BaseException:
         # Ctrl-C or a crash: stop every engine before leaving (the actors' watchdogs are the
-        # second line of defence if this process is killed outright).
-        stops = [actor.stop.remote() for _, actor in running.values()]
+        # second line of defence if this process is killed outright). A stopped trial ends as
+        # `cancelled` and is not logged, so a resumed sweep runs it again.
+        stops = [item.actor.stop.remote() for item in running.values()]
         try:
             ray.wait(stops, num_returns=len(stops), timeout=30)
+            # Let a trial that had just finished store its result rather than be cut off mid-upload.
+            ray.wait(list(running), num_returns=len(running), timeout=15)
         finally:
-            for _, actor in running.values():
-                ray.kill(actor, no_restart=True)
+            for item in running.values():
+                ray.kill(item.actor, no_restart=True)
         raise
     return [final[j.trial.id] for j in jobs if j.trial.id in final]
 
@@ -112,6 +189,10 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
               address: str | None, resume: str | None, repeats: int, workdir: Path, command: str,
               on_event: Callable[[str, TrialJob, TrialResult | None], None] = lambda *a: None,
               on_sweep: Callable[[str], None] = lambda s: None) -> SweepOutcome:
+    from farm.preflight import check_resume
+
+    # An unknown or foreign sweep id is a user error: found before Ray starts.
+    point = check_resume(tracking_uri, resume, study, grid, trials) if resume else None
     started_ray = False
     if not ray.is_initialized():
         if address:
@@ -121,10 +202,11 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             started_ray = True
     try:
         check_capacity(trials)
-        if resume:
-            sweep_id = resume
-            exp_id = tracking.client(tracking_uri).get_run(sweep_id).info.experiment_id
-            done = tracking.finished_trial_ids(tracking_uri, sweep_id)
+        if point is not None:
+            sweep_id, exp_id, done = point.sweep_id, point.experiment_id, point.finished
+            # Runs of trials that will run again (cut off, lost, cancelled) go, so that each
+            # trial id appears once among the sweep's child runs.
+            tracking.drop_unfinished_runs(tracking_uri, sweep_id)
             tracking.reopen_sweep(tracking_uri, sweep_id)
         else:
             exp_id, sweep_id = tracking.start_sweep(tracking_uri, experiment, study, grid, trials,

@@ -57,6 +57,16 @@ def tail(path: Path, max_lines: int = 80, max_bytes: int = 64_000) -> str:
     return "\n".join(data.splitlines()[-max_lines:])
 
 
+def watch_group(pgid: int, grace_s: float) -> subprocess.Popen:
+    """A watchdog child (farm/watchdog.py) that stops process group `pgid` once this process dies."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "farm.watchdog", str(pgid), str(os.getpid()), str(grace_s)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+    )
+
+
 class EngineProcess:
     """One engine server: started in its own session, logged to a file, stopped by group."""
 
@@ -79,12 +89,7 @@ class EngineProcess:
                 self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=self.env, start_new_session=True,
             )
-        self.watchdog = subprocess.Popen(
-            [sys.executable, "-m", "farm.watchdog", str(self.proc.pid), str(os.getpid()), str(self.grace_s)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
-        )
+        self.watchdog = watch_group(self.proc.pid, self.grace_s)
 
     def poll(self) -> int | None:
         return self.proc.poll() if self.proc else None

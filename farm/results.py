@@ -32,13 +32,18 @@ class Status(str, Enum):
     timeout = "timeout"
     dataset_missing = "dataset_missing"
     port_in_use = "port_in_use"
+    connection_error = "connection_error"
     cancelled = "cancelled"
 
 
-# Failures that a second attempt (elsewhere) can fix; everything else is recorded once.
-TRANSIENT = frozenset({Status.node_lost, Status.port_in_use})
-# A trial with one of these has a final answer; resume does not run it again.
-FINISHED = frozenset(Status) - {Status.cancelled, Status.node_lost}
+# Failures that a second attempt (elsewhere) can fix: the actor or its node went away, another
+# process took the engine's port between choosing and binding it, or the benchmark client lost
+# its connection to an engine that is still running. Everything else (a refused flag, OOM, a
+# crash under load, a time limit) would fail the same way again: recorded once, never retried.
+TRANSIENT = frozenset({Status.node_lost, Status.port_in_use, Status.connection_error})
+# A trial with one of these has a final answer; resume does not run it again. A transient
+# failure that used up its retries is not final: a resumed sweep tries it once more.
+FINISHED = frozenset(Status) - TRANSIENT - {Status.cancelled}
 
 
 class RunMetrics(BaseModel):
@@ -119,6 +124,13 @@ class TrialResult(BaseModel):
     gpus: list[str] = Field(default_factory=list, description="GPU ids the engine saw (CUDA_VISIBLE_DEVICES).")
     gpu_name: str | None = None
     engine_pid: int | None = Field(default=None, description="PID of the engine server (its process group id).")
+    engine_port: int | None = Field(default=None, description="Port the engine server listened on.")
+    node_id: str | None = Field(default=None, description="Ray node id the trial ran on.")
+    previous_attempts: list[str] = Field(
+        default_factory=list,
+        description="Earlier attempts of this trial that failed transiently and were retried: "
+        "'attempt N on node ID: status: reason'.",
+    )
     attempt: int = 1
     started_at: float | None = None
     finished_at: float | None = None
@@ -214,6 +226,15 @@ def parse_report(data: dict | str | Path, total_requests: int | None = None) -> 
         raise ReportError("guidellm report has no benchmarks")
     version = (data.get("metadata") or {}).get("guidellm_version")
     return parse_benchmark(benches[-1], total_requests), version
+
+
+def stopped_by_time_limit(data: dict) -> bool:
+    """Whether guidellm ended the (last) benchmark because its `max_duration` constraint fired."""
+    benches = data.get("benchmarks") if isinstance(data, dict) else None
+    if not benches:
+        return False
+    state = benches[-1].get("scheduler_state") or {}
+    return "max_duration" in (state.get("end_processing_constraints") or {})
 
 
 def slim_report(data: dict) -> dict:

@@ -39,3 +39,31 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
 def redact_flags(flags: dict[str, Any], secret_flags: Iterable[str]) -> dict[str, Any]:
     names = set(secret_flags)
     return {k: (SECRET_MASK if k in names and v not in (None, False, True) else v) for k, v in flags.items()}
+
+
+def redact_trial(trial, secret_flags: Iterable[str]):
+    """The trial as it may be recorded: secret flag values masked (its id is unchanged)."""
+    return trial.model_copy(update={"flags": redact_flags(trial.flags, secret_flags),
+                                    "required_flags": redact_flags(trial.required_flags, secret_flags)})
+
+
+def redact_study(study) -> dict:
+    """The study as it may be stored beside a sweep (MLflow's `sweep/study.yaml`): values of
+    secret environment variables and secret flags masked, everything else as written."""
+    from farm.engines import get_engine
+
+    data = study.model_dump(mode="json")
+    all_secret_flags: set[str] = set()
+    for name, spec in study.engines.items():
+        flags = get_engine(name).secret_flags(spec)
+        all_secret_flags |= flags
+        engine = data["engines"][name]
+        engine["env"] = {k: (SECRET_MASK if is_secret_env(k, spec.secret_env) else v) for k, v in spec.env.items()}
+        engine["flags"] = redact_flags(engine["flags"], flags)
+    for grid in data.get("grids", {}).values():
+        for block in grid.get("blocks", []):
+            flags = get_engine(block["engine"]).secret_flags(study.engines[block["engine"]])
+            block["flags"] = redact_flags(block.get("flags") or {}, flags)
+            block["axes"] = {k: ([SECRET_MASK] * len(v) if k in flags else v) for k, v in (block.get("axes") or {}).items()}
+            block["exclude"] = [redact_flags(rule, flags) for rule in block.get("exclude") or []]
+    return data

@@ -20,6 +20,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from farm.results import FINISHED, Status, TrialResult
+from farm.secrets import redact_study, redact_trial
 from farm.spec import Study
 from farm.trial import Trial
 
@@ -66,9 +67,12 @@ def start_sweep(uri: str, experiment: str, study: Study, grid: str, trials: list
         Param("profiles", ",".join(study.grid_profiles(grid))), Param("repeats", str(repeats)),
         Param("primary_profile", study.grid_primary_profile(grid)), Param("command", command[:6000]),
     ], tags=[RunTag(SWEEP_TAG, sweep_id)])
+    from farm.engines import get_engine
+
+    shown = [redact_trial(t, get_engine(t.engine).secret_flags(study.engines[t.engine])) for t in trials]
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "study.yaml").write_text(yaml.safe_dump(study.model_dump(mode="json"), sort_keys=False))
-        (Path(tmp) / "trials.json").write_text(json.dumps([t.model_dump(mode="json") for t in trials], indent=1))
+        (Path(tmp) / "study.yaml").write_text(yaml.safe_dump(redact_study(study), sort_keys=False))
+        (Path(tmp) / "trials.json").write_text(json.dumps([t.model_dump(mode="json") for t in shown], indent=1))
         c.log_artifacts(sweep_id, tmp, "sweep")
     return exp_id, sweep_id
 
@@ -120,18 +124,38 @@ def trial_metrics(result: TrialResult) -> list[Metric]:
     return out
 
 
+LOG_TAIL_TAG_LINES = 25
+
+
 def log_trial(uri: str, exp_id: str | None, sweep_id: str, result: TrialResult, artifacts_dir: Path | None) -> str:
-    """One child run with params, tags, metrics and artifacts; returns its run id."""
+    """One child run with params, tags, metrics and artifacts; returns its run id.
+
+    The status tag is written last: a run that lacks it was cut off while logging (the actor
+    or the server died) and counts as not finished; a failed upload removes its partial run.
+    """
     c = client(uri)
     exp_id = exp_id or c.get_run(sweep_id).info.experiment_id
     trial = result.trial
     run = c.create_run(exp_id, run_name=trial.label, start_time=int((result.started_at or time.time()) * 1000), tags={
         PARENT_TAG: sweep_id, KIND_TAG: "trial", SWEEP_TAG: sweep_id, TRIAL_TAG: trial.id,
-        STATUS_TAG: result.status.value, "farm.engine": trial.engine, "farm.node": result.node or "",
+        "farm.engine": trial.engine, "farm.node": result.node or "", "farm.node_id": result.node_id or "",
         "farm.gpus": ",".join(result.gpus), "farm.engine_version": result.engine_version or "",
         "farm.attempt": str(result.attempt),
     })
     run_id = run.info.run_id
+    try:
+        _log_trial_body(c, run_id, result, artifacts_dir)
+    except BaseException:
+        try:
+            c.delete_run(run_id)
+        except Exception:  # the server is what failed; resume ignores a run without a status
+            pass
+        raise
+    return run_id
+
+
+def _log_trial_body(c: MlflowClient, run_id: str, result: TrialResult, artifacts_dir: Path | None) -> None:
+    trial = result.trial
     params = [Param("engine", trial.engine), Param("model", trial.model), Param("trial_id", trial.id),
               Param("gpus", str(trial.gpus)), Param("profiles", ",".join(trial.profiles))]
     if trial.name:
@@ -143,16 +167,25 @@ def log_trial(uri: str, exp_id: str | None, sweep_id: str, result: TrialResult, 
     tags = []
     if result.reason:
         tags.append(RunTag("farm.reason", result.reason[:5000]))
+    if result.status != Status.ok and result.log_tail:
+        # The engine's last words, readable in the run's overview without opening an artifact
+        # (scrubbed of secrets by the actor; the whole log is under files/engine.log).
+        tail_lines = "\n".join(result.log_tail.splitlines()[-LOG_TAIL_TAG_LINES:])
+        tags.append(RunTag("farm.log_tail", tail_lines[-5000:]))
+    if result.previous_attempts:
+        tags.append(RunTag("farm.previous_attempts", "\n".join(result.previous_attempts)[:5000]))
     c.log_batch(run_id, metrics=trial_metrics(result), params=params, tags=tags)
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "result.json").write_text(result.model_dump_json(indent=1))
         (Path(tmp) / "command.txt").write_text(result.serve_command + "\n")
+        if result.log_tail:
+            (Path(tmp) / "engine-log-tail.txt").write_text(result.log_tail + "\n")
         c.log_artifacts(run_id, tmp)
     if artifacts_dir and Path(artifacts_dir).is_dir():
         c.log_artifacts(run_id, str(artifacts_dir), "files")
+    c.set_tag(run_id, STATUS_TAG, result.status.value)
     end = int((result.finished_at or time.time()) * 1000)
     c.set_terminated(run_id, status="FINISHED" if result.status == Status.ok else "FAILED", end_time=end)
-    return run_id
 
 
 def trial_runs(uri: str, sweep_id: str) -> list:
@@ -167,6 +200,20 @@ def finished_trial_ids(uri: str, sweep_id: str) -> set[str]:
     finished = {s.value for s in FINISHED}
     return {r.data.tags.get(TRIAL_TAG) for r in trial_runs(uri, sweep_id)
             if r.data.tags.get(STATUS_TAG) in finished}
+
+
+def drop_unfinished_runs(uri: str, sweep_id: str) -> list[str]:
+    """Before a resume: delete (MLflow's soft delete) the child runs of trials that will run
+    again (cut off while logging, lost, cancelled, or out of retries on a transient failure),
+    so each trial id appears once among the sweep's runs. Returns the run ids deleted."""
+    finished = {s.value for s in FINISHED}
+    c = client(uri)
+    dropped = []
+    for run in trial_runs(uri, sweep_id):
+        if run.data.tags.get(STATUS_TAG) not in finished:
+            c.delete_run(run.info.run_id)
+            dropped.append(run.info.run_id)
+    return dropped
 
 
 def load_results(uri: str, sweep_id: str) -> list[TrialResult]:
