@@ -14,6 +14,20 @@ import click
 from farm.errors import UserError
 
 
+class RepeatsType(click.ParamType):
+    """A whole number >= 1, or 'auto'."""
+
+    name = "repeats"
+
+    def convert(self, value, param, ctx):
+        from farm.plan import parse_repeats
+
+        try:
+            return parse_repeats(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 class FarmGroup(click.Group):
     """Turns `UserError` into one line and exit code 2, wherever it is raised."""
 
@@ -42,17 +56,25 @@ def cli() -> None:
 @click.option("--tracking-uri", default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
 @click.option("--experiment", default=None, help="MLflow experiment; default: the study's.")
 @click.option("--resume", "resume", default=None, metavar="SWEEP_ID", help="Continue this sweep: run only its unfinished trials.")
-@click.option("--repeats", type=click.IntRange(min=1), default=None, help="Runs per trial and profile (default: the study's).")
+@click.option("--repeats", type=RepeatsType(), default=None, metavar="N|auto",
+              help="Runs per trial and profile, or 'auto': 3, then more only for the trials still overlapping "
+                   "the leader (default: the study's).")
+@click.option("--run-budget", type=click.IntRange(min=1), default=None, metavar="RUNS",
+              help="With --repeats auto: benchmark runs the sweep may make in all (default: the study's max_runs, "
+                   "else 3 x the first pass).")
 @click.option("--workdir", type=click.Path(file_okay=False), default="farm-runs", show_default=True,
               help="Where engine logs and guidellm reports are written on each node.")
 @click.option("--no-wait", is_flag=True, help="With --address http://HEAD:8265: submit the job and return.")
-def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, workdir, no_wait) -> None:
+def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, run_budget, workdir,
+          no_wait) -> None:
     """Expand a grid into trials and benchmark each on its own engine server."""
     from farm.grid import expand
     from farm.spec import load_study
     from farm.sweep_view import print_dry_run
 
     study = load_study(config)
+    # The effective repeats and budget travel with the study (its MLflow snapshot, the report's alpha).
+    study = study.model_copy(update={k: v for k, v in (("repeats", repeats), ("max_runs", run_budget)) if v is not None})
     trials = expand(study, grid)
     if dry_run:
         print_dry_run(study, grid, trials)
@@ -68,8 +90,13 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
                                  wait=not no_wait))
     if address:
         enable_client_token()  # an explicit address: Ray sends the cluster's token only in token mode
+    from farm.preflight import check_sweep
     from farm.sweep_view import run_and_report
+    from farm.tracking import default_tracking_uri
 
+    # Datasets, tracking store, Ray address, the sweep to resume: checked before anything starts.
+    tracking_uri = tracking_uri or default_tracking_uri()
+    check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume)
     argv = "farm " + shlex.join(sys.argv[1:])
     run_and_report(study, grid, trials, address=address, tracking_uri=tracking_uri, experiment=experiment,
                    resume=resume, repeats=repeats or study.repeats, workdir=Path(workdir).resolve(), command=argv)

@@ -412,11 +412,33 @@ def _merge_includes(data: dict, source: Path, seen: set[Path]) -> dict:
     return merged
 
 
+def _check_duplicate_keys(node: yaml.Node, path: str, file: str) -> None:
+    """YAML itself lets a later key silently replace an earlier one (a flag given twice): refuse."""
+    if isinstance(node, yaml.MappingNode):
+        lines: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            where = f"{path}.{key}" if path else str(key)
+            if key is not None and key != "<<":
+                line = key_node.start_mark.line + 1
+                if key in lines:
+                    raise SpecError(f"given twice (lines {lines[key]} and {line})", file=file, key=where)
+                lines[key] = line
+            _check_duplicate_keys(value_node, where, file)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_duplicate_keys(item, f"{path}[{i}]", file)
+
+
 def _read_yaml(path: Path, seen: set[Path]) -> dict:
     if not path.is_file():
         raise SpecError("file not found", file=str(path))
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text()
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is not None:
+            _check_duplicate_keys(root, "", str(path))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else None
