@@ -12,7 +12,9 @@ from rich.console import Console
 from rich.table import Table
 
 from farm.engines import get_engine
+from farm.engines.base import redact_args
 from farm.results import Status, TrialResult
+from farm.secrets import redact_flags
 from farm.spec import Study
 from farm.trial import Trial
 
@@ -20,7 +22,9 @@ console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
 def _flags_text(trial: Trial) -> str:
-    return " ".join(f"{k}={v}" for k, v in trial.flags.items()) or "(engine defaults)"
+    # Secret flag values are masked wherever a trial is shown (the defaults are known without the study).
+    flags = redact_flags(trial.flags, get_engine(trial.engine).secret_flag_names)
+    return " ".join(f"{k}={v}" for k, v in flags.items()) or "(engine defaults)"
 
 
 def print_dry_run(study: Study, grid: str, trials: list[Trial]) -> None:
@@ -35,7 +39,7 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial]) -> None:
     for t in trials:
         engine = get_engine(t.engine)
         spec = study.engines[t.engine]
-        argv = engine.command(spec, t, port=8000)
+        argv = redact_args(engine.command(spec, t, port=8000), engine.secret_flags(spec))
         print()
         print(f"{t.id}  {t.name or ''}".rstrip())
         print(f"  engine={t.engine} model={t.model} gpus={t.gpus} flags: {_flags_text(t)}")
@@ -64,6 +68,44 @@ def print_summary(study: Study, grid: str, results: list[TrialResult]) -> None:
             table.add_row(f"{res.trial.label} {_flags_text(res.trial)}", status, avg("total_tps"),
                           avg("output_tps"), avg("ttft_mean_ms"), avg("tpot_mean_ms"), success)
         console.print(table)
+    print_failures(results)
+
+
+FAILURE_TAIL_LINES = 4
+
+
+def print_failures(results: list[TrialResult]) -> None:
+    """Why each failed trial failed, with the last lines of its engine log (all of it is in MLflow)."""
+    failed = [r for r in results if r.status != Status.ok]
+    if not failed:
+        return
+    console.print(f"\n{len(failed)} trial(s) failed:")
+    for res in failed:
+        where = f" on {res.node}" if res.node else ""
+        console.print(f"  {res.status.value:<22} {res.trial.label} ({_flags_text(res.trial)}), attempt {res.attempt}{where}: "
+                      f"{res.reason or ''}", markup=False)
+        for line in res.previous_attempts:
+            console.print(f"      earlier {line}", markup=False)
+        tail = [line for line in res.log_tail.splitlines() if line.strip()][-FAILURE_TAIL_LINES:]
+        for line in tail:
+            console.print(f"      | {line[:300]}", markup=False)
+
+
+def resume_command(command: str, sweep_id: str) -> str:
+    """`command` with `--resume SWEEP_ID` (replacing a --resume it already had)."""
+    words = shlex.split(command)
+    out, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+            continue
+        if word == "--resume":
+            skip = True
+            continue
+        if word.startswith("--resume="):
+            continue
+        out.append(word)
+    return shlex.join(out + ["--resume", sweep_id])
 
 
 def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tracking_uri, experiment, resume,
@@ -75,6 +117,7 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
     state = {"done": 0, "t0": time.monotonic()}
 
     def on_sweep(sweep_id: str) -> None:
+        state["sweep"] = sweep_id
         console.print(f"sweep [bold]{sweep_id}[/] - {total} trial(s) of grid {grid}, {repeats} repeat(s); "
                       f"tracking {uri}")
 
@@ -83,22 +126,29 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
         if kind == "started":
             console.print(f"[{elapsed:6.0f}s] start   {job.trial.label} ({_flags_text(job.trial)}) attempt {job.attempt}")
         elif kind == "retry":
-            console.print(f"[{elapsed:6.0f}s] retry   {job.trial.label}: {result.status.value} ({result.reason})")
-        else:
+            console.print(f"[{elapsed:6.0f}s] retry   {job.trial.label}: {result.status.value} ({result.reason})",
+                          markup=False)
+        elif kind == "finished":
             state["done"] += 1
             tps = _primary_tps(result, study.grid_primary_profile(grid))
             extra = f"{tps:,.0f} tok/s on {study.grid_primary_profile(grid)}" if tps else (result.reason or "")
             console.print(f"[{elapsed:6.0f}s] [{state['done']}/{total}] {result.status.value:<22} "
                           f"{job.trial.label}: {extra}")
 
-    outcome = driver.run_sweep(study, grid, trials, tracking_uri=uri, experiment=experiment or study.experiment_name,
-                               address=address, resume=resume, repeats=repeats, workdir=workdir, command=command,
-                               on_event=on_event, on_sweep=on_sweep)
+    try:
+        outcome = driver.run_sweep(study, grid, trials, tracking_uri=uri, experiment=experiment or study.experiment_name,
+                                   address=address, resume=resume, repeats=repeats, workdir=workdir, command=command,
+                                   on_event=on_event, on_sweep=on_sweep)
+    except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read
+        console.print("interrupted" + (f"; resume with:\n  {resume_command(command, state['sweep'])}"
+                                       if state.get("sweep") else " before the sweep started"))
+        raise SystemExit(130) from None
     if outcome.skipped:
         console.print(f"resumed: {len(outcome.skipped)} trial(s) already finished were not run again")
     print_summary(study, grid, outcome.results)
     if outcome.interrupted:
-        console.print(f"interrupted: engines stopped, sweep marked killed. Resume with:\n  {command} --resume {outcome.sweep_id}")
+        console.print("interrupted: engines stopped, sweep marked killed. Resume with:\n  "
+                      + resume_command(command, outcome.sweep_id), markup=False)
         raise SystemExit(130)
     from farm.sweep_report import finish
 
