@@ -1,0 +1,170 @@
+"""A real Ray cluster on this machine (`ray start --head` and a second `ray start --address`
+node, token authentication on, everything on 127.0.0.1 and free ports), a real MLflow server
+started with `farm server`, and `farm sweep --address http://127.0.0.1:PORT --grid smoke`
+submitted through the Ray Jobs API from a "laptop" that has only the token.
+
+The nodes and the server are stopped through the process groups this test started (never
+`ray stop`, never a kill by name).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from raynodes import free_ports, start_node, stop_group
+
+pytestmark = pytest.mark.slow
+
+
+def _farm(*args: str, cwd: Path, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
+    """`farm` with exactly `env` (nothing of this test process's Ray state leaks in)."""
+    return subprocess.run([sys.executable, "-m", "farm.cli", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _base_env(home: Path) -> dict[str, str]:
+    """This machine's environment without any Ray or MLflow setting, and a HOME of its own
+    (no ~/.ray/auth_token of the machine's user is read)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "MLFLOW_TRACKING"))}
+    env["HOME"] = str(home)
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    return env
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("jobs")
+    (tmp / "home").mkdir()
+    token = secrets.token_hex(16)
+    env = {**_base_env(tmp / "home"), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+    nodes = []
+    try:
+        head = start_node(env, head=True, num_cpus=1, log_dir=tmp)
+        nodes.append(head)
+        nodes.append(start_node(env, head=False, gcs_port=head.ports["gcs"], num_cpus=1, log_dir=tmp))
+        yield {"address": f"http://127.0.0.1:{head.ports['dashboard']}", "token": token, "tmp": tmp, "nodes": nodes}
+    finally:
+        for node in reversed(nodes):
+            node.stop()
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mlflow-server")
+    (port,) = free_ports(1)
+    log = tmp / "server.log"
+    env = _base_env(tmp)
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "farm.cli", "server", "--store", str(tmp / "store"),
+                                 "--port", str(port), "--workers", "1"], cwd=tmp, env=env, stdout=fh,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(uri + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        yield {"uri": uri, "store": tmp / "store", "log": log}
+    finally:
+        stop_group(proc)
+
+
+@pytest.fixture(scope="module")
+def submitted(cluster, mlflow_server):
+    laptop = cluster["tmp"] / "laptop"
+    laptop.mkdir()
+    env = {**_base_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}  # the token, and nothing else of Ray's
+    proc = _farm("sweep", "--address", cluster["address"], "--grid", "smoke", "--tracking-uri", mlflow_server["uri"],
+                 cwd=laptop, env=env)
+    return proc
+
+
+def test_the_job_succeeds_and_its_log_is_followed(submitted, cluster):
+    proc = submitted
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "submitted job farm-" in out
+    assert f"dashboard: {cluster['address']}/#/jobs/farm-" in out
+    # the job's own output (the sweep on the head), streamed here
+    assert "recommended" in out and "--ttft-ms=50" in out.split("recommended", 1)[1]
+    assert "succeeded" in out.splitlines()[-2] or "succeeded" in out
+
+
+def test_results_landed_in_the_mlflow_server_from_both_nodes(submitted, mlflow_server):
+    from mlflow.tracking import MlflowClient
+
+    assert submitted.returncode == 0
+    client = MlflowClient(mlflow_server["uri"])
+    exp = client.get_experiment_by_name("qwen3.5-35b-a3b")
+    sweeps = client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'sweep'")
+    assert len(sweeps) == 1 and sweeps[0].data.tags["farm.status"] == "finished"
+    assert sweeps[0].data.tags["farm.submission_id"].startswith("farm-")
+    children = client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'trial'")
+    assert len(children) == 4 and {c.data.tags["farm.status"] for c in children} == {"ok"}
+    # artifacts went over HTTP into the server's artifact store
+    stored = list((mlflow_server["store"] / "artifacts").rglob("engine.log"))
+    assert len(stored) == 4
+    import json
+
+    nodes = set()
+    for child in children:
+        path = client.download_artifacts(child.info.run_id, "result.json", str(mlflow_server["store"].parent))
+        nodes.add(json.loads(Path(path).read_text()).get("node_id"))
+    assert len(nodes) == 2, "the trials spread over both nodes"
+
+
+def test_farm_status_reports_the_sweep_finished(submitted, cluster, mlflow_server):
+    assert submitted.returncode == 0
+    laptop = cluster["tmp"] / "laptop"
+    env = {**_base_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}
+    proc = _farm("status", "--tracking-uri", mlflow_server["uri"], "--address", cluster["address"], cwd=laptop, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert ": finished" in proc.stdout.splitlines()[0]
+    assert "4 done, 0 failed, 0 running, 0 pending" in proc.stdout
+
+
+def test_the_token_appears_nowhere(submitted, cluster, mlflow_server):
+    token = cluster["token"]
+    assert token not in submitted.stdout and token not in submitted.stderr
+    for path in mlflow_server["store"].rglob("*"):
+        if path.is_file():
+            assert token.encode() not in path.read_bytes(), path
+    # nor in the job's logs and the runs' engine logs on the nodes
+    for node in cluster["nodes"]:
+        for path in node.temp_dir.rglob("*.log"):
+            assert token.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize("token", [None, "wrong"])
+def test_a_submission_without_the_right_token_fails_in_one_line(cluster, token):
+    laptop = cluster["tmp"] / f"laptop-{token}"
+    laptop.mkdir()
+    env = _base_env(laptop)
+    if token:
+        env["RAY_AUTH_TOKEN"] = "0" * 32
+    proc = _farm("sweep", "--address", cluster["address"], "--grid", "smoke", "--tracking-uri", "http://127.0.0.1:9",
+                 cwd=laptop, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --address: "), proc.stderr
+    assert "Traceback" not in proc.stderr and "submitted" not in proc.stdout
+    assert ("requires its token" if token is None else "rejected the token") in lines[0]
+
+
+def test_a_cluster_sweep_needs_a_tracking_server_every_node_reaches(tmp_path):
+    proc = _farm("sweep", "--address", "http://127.0.0.1:9", "--grid", "smoke", cwd=tmp_path, env=_base_env(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: --tracking-uri: a sweep on a cluster needs an MLflow server")
