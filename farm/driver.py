@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
@@ -23,7 +23,7 @@ from farm.errors import UserError
 from farm.jobs import tag_sweep_with_submission
 from farm.results import TRANSIENT, Status, TrialResult
 from farm.secrets import redact_trial
-from farm.spec import Study
+from farm.spec import EngineSpec, Study
 from farm.trial import Trial
 
 # The driver process needs little; the actor's own CPU holds the guidellm client.
@@ -46,13 +46,21 @@ def actor_name(sweep_id: str, trial: Trial, attempt: int) -> str:
     return f"{trial.engine}:{trial.id.split('-')[-1]}:{label}:{sweep_id[:8]}:a{attempt}"
 
 
-def check_capacity(trials: list[Trial]) -> None:
-    """A trial that needs more GPUs than any node has would wait forever: refuse it now."""
-    per_node = [n.get("Resources", {}).get("GPU", 0) for n in ray.nodes() if n.get("Alive")]
-    most = max(per_node, default=0)
+def check_capacity(trials: list[Trial], engines: Mapping[str, EngineSpec] | None = None) -> None:
+    """A trial that needs more GPUs than any node has (of its accelerator type, where the study
+    names one) would wait forever: refuse it now."""
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
     for t in trials:
+        accel = engines[t.engine].accelerator_type if engines and t.engine in engines and t.gpus else None
+        fit = [r for r in nodes if not accel or r.get(f"accelerator_type:{accel}")]
+        most = max((r.get("GPU", 0) for r in fit), default=0)
+        if accel and not fit:
+            known = sorted({k.split(":", 1)[1] for r in nodes for k in r if k.startswith("accelerator_type:")})
+            raise UserError(f"no node has GPUs of type {accel} (the cluster has: {', '.join(known) or 'none named'})",
+                            key="accelerator_type")
         if t.gpus > most:
-            raise UserError(f"trial {t.label} needs {t.gpus} GPU(s) on one node; the largest node has {int(most)}",
+            where = f"{accel} node" if accel else "node"
+            raise UserError(f"trial {t.label} needs {t.gpus} GPU(s) on one node; the largest {where} has {int(most)}",
                             key=f"trials.{t.id}")
 
 
@@ -123,6 +131,8 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
                 job = pending.pop(0)
                 options: dict = dict(name=actor_name(job.sweep_id, job.trial, job.attempt),
                                      num_gpus=job.trial.gpus, num_cpus=ACTOR_CPUS, max_concurrency=3)
+                if job.trial.gpus and job.engine_spec.accelerator_type:
+                    options["accelerator_type"] = job.engine_spec.accelerator_type  # only nodes with that GPU model
                 avoid = tried_nodes.get(job.trial.id, set())
                 target = _other_node(avoid, job.trial.gpus) if avoid else None
                 if target:
@@ -201,7 +211,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             ray.init(address="local", log_to_driver=False)  # never join a cluster `ray start` left running here
             started_ray = True
     try:
-        check_capacity(trials)
+        check_capacity(trials, study.engines)
         if point is not None:
             sweep_id, exp_id, done = point.sweep_id, point.experiment_id, point.finished
             # Runs of trials that will run again (cut off, lost, cancelled) go, so that each

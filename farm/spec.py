@@ -8,6 +8,7 @@ studies); their top-level mappings are merged under the including file's own key
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -74,6 +75,12 @@ def _check_skip(value: Any) -> Any:
     return value
 
 
+def _check_accelerator(value: str | None) -> str | None:
+    if value is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value):
+        raise ValueError(f"expected a GPU model as Ray names it (e.g. H200, A100, RTX-PRO-6000), got {value!r}")
+    return value
+
+
 class EngineSpec(_Strict):
     launcher: list[str] | None = Field(
         default=None,
@@ -117,9 +124,16 @@ class EngineSpec(_Strict):
         description="Knobs this engine may skip (drop the trial) where it cannot express a value, instead of "
         "failing the expansion: true for all, or a list of knob names.",
     )
+    accelerator_type: str | None = Field(
+        default=None,
+        description="GPU model this engine's trials must run on, as Ray names it on each node (e.g. 'H200': Ray "
+        "detects it from the GPU's name, or a node declares it with `ray start --resources "
+        "'{\"accelerator_type:H200\": 1}'`); default: the study's `accelerator_type`. Trials needing no GPU ignore it.",
+    )
 
     _normalize = field_validator("flags", mode="before")(lambda cls, v: _normalize_flags(v or {}))
     _skip = field_validator("skip_unsupported")(lambda cls, v: _check_skip(v))
+    _accel = field_validator("accelerator_type")(lambda cls, v: _check_accelerator(v))
 
     @field_validator("env")
     @classmethod
@@ -311,7 +325,21 @@ class Study(_Strict):
         description="Run budget of repeats 'auto': benchmark runs (one profile, one repeat) the whole sweep may "
         "make, first pass included; default three times the first pass.",
     )
+    accelerator_type: str | None = Field(
+        default=None,
+        description="GPU model every GPU trial must run on, as Ray names it (e.g. 'H200'); an engine's own "
+        "`accelerator_type` overrides it.",
+    )
     _source: str | None = PrivateAttr(default=None)
+
+    _accel = field_validator("accelerator_type")(lambda cls, v: _check_accelerator(v))
+
+    @model_validator(mode="after")
+    def _default_accelerator(self) -> "Study":
+        for engine in self.engines.values():
+            if engine.accelerator_type is None:
+                engine.accelerator_type = self.accelerator_type
+        return self
 
     @field_validator("repeats", mode="before")
     @classmethod

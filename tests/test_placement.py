@@ -1,0 +1,91 @@
+"""Placement and submission logic without a cluster: the mock engine's declared GPUs, the
+capacity check with an accelerator type, the job's entrypoint and what travels with it."""
+
+from __future__ import annotations
+
+import pytest
+
+from farm.engines import get_engine
+from farm.errors import UserError
+from farm.spec import EngineSpec
+from farm.trial import Trial
+
+
+def _trial(gpus: int, engine: str = "mock", **flags) -> Trial:
+    return Trial(id=f"{engine}-0000000{gpus}", engine=engine, model_key="m", model="farm-tiny",
+                 flags={"gpus": gpus, **flags} if engine == "mock" else flags, profiles=["p"], gpus=gpus)
+
+
+@pytest.mark.parametrize("value, gpus", [(None, 0), (0, 0), (1, 1), (4, 4)])
+def test_mock_gpus_flag_declares_gpus_and_never_reaches_the_server(value, gpus):
+    mock = get_engine("mock")
+    flags = {"ttft-ms": 5} if value is None else {"gpus": value, "ttft-ms": 5}
+    assert mock.gpus(flags) == gpus
+    trial = Trial(id="mock-1", engine="mock", model_key="m", model="farm-tiny", flags=flags, profiles=["p"], gpus=gpus)
+    argv = mock.command(EngineSpec(), trial, port=8000)
+    assert "--ttft-ms=5" in argv and not any(a.startswith("--gpus") for a in argv)
+    assert "--gpus" not in mock.serve_command(EngineSpec(), trial)
+
+
+@pytest.mark.parametrize("bad", [-1, "2", True, 1.5])
+def test_mock_gpus_flag_must_be_a_count(bad):
+    with pytest.raises(ValueError, match="whole number"):
+        get_engine("mock").gpus({"gpus": bad})
+
+
+def _nodes(*specs):
+    return [{"Alive": True, "NodeID": f"n{i}", "Resources": res} for i, res in enumerate(specs)]
+
+
+def test_capacity_counts_only_nodes_of_the_accelerator_type(monkeypatch):
+    from farm import driver
+
+    monkeypatch.setattr(driver.ray, "nodes", lambda: _nodes(
+        {"CPU": 8}, {"CPU": 8, "GPU": 8, "accelerator_type:A100": 1}, {"CPU": 8, "GPU": 2, "accelerator_type:H200": 1}))
+    h200 = {"mock": EngineSpec(accelerator_type="H200")}
+    driver.check_capacity([_trial(2)], h200)
+    with pytest.raises(UserError, match="largest H200 node has 2"):
+        driver.check_capacity([_trial(4)], h200)
+    driver.check_capacity([_trial(8)])  # no type asked: the A100 node fits
+    driver.check_capacity([_trial(0)], {"mock": EngineSpec(accelerator_type="B200")})  # no GPU, no type
+    with pytest.raises(UserError, match=r"no node has GPUs of type B200 \(the cluster has: A100, H200\)"):
+        driver.check_capacity([_trial(1)], {"mock": EngineSpec(accelerator_type="B200")})
+
+
+def test_study_accelerator_type_is_every_engines_default(tmp_path):
+    from farm.spec import load_study
+
+    study = load_study()
+    assert study.accelerator_type == "H200"
+    assert {e.accelerator_type for e in study.engines.values()} == {"H200"}
+
+
+def test_jobs_address_and_entrypoint():
+    from farm.jobs import JOB_STUDY, SweepArgs, is_jobs_address
+
+    assert is_jobs_address("http://head:8265") and is_jobs_address("https://head")
+    assert not any(is_jobs_address(a) for a in (None, "auto", "head:6379", "ray://head:10001"))
+    args = SweepArgs(grid="full", tracking_uri="http://head:5000", repeats=3, workdir="/data/runs")
+    assert args.entrypoint() == (f"python -m farm.cli sweep --config {JOB_STUDY} --grid full --address auto "
+                                 "--tracking-uri http://head:5000 --repeats 3 --workdir /data/runs")
+
+
+def test_the_staged_project_carries_code_and_study_but_no_environments(tmp_path):
+    import yaml
+
+    from farm.jobs import JOB_STUDY, stage
+
+    root = stage({"name": "s", "grids": {}}, tmp_path)
+    assert (root / "farm" / "cli.py").is_file() and (root / "actors" / "bench.py").is_file()
+    assert yaml.safe_load((root / JOB_STUDY).read_text()) == {"name": "s", "grids": {}}
+    names = {p.name for p in root.rglob("*")}
+    assert not names & {".venv", ".engines", ".models", "mlflow.db", "farm-runs", ".git", "__pycache__"}
+
+
+def test_prometheus_text_parsing():
+    from farm.metrics import parse_prometheus
+
+    text = ('# TYPE ray_farm_trials gauge\n'
+            'ray_farm_trials{Component="core_worker",state="done",sweep="ab"} 8.0\n'
+            'ray_farm_trials_other{state="x"} 1\n')
+    assert parse_prometheus(text, "ray_farm_trials") == [({"Component": "core_worker", "state": "done", "sweep": "ab"}, 8.0)]
