@@ -72,6 +72,9 @@ def print_summary(study: Study, grid: str, results: list[TrialResult]) -> None:
 
 
 FAILURE_TAIL_LINES = 4
+# Failures the engine's own log explains (for the others, the reason says it all).
+ENGINE_FAILURES = {Status.invalid_flags, Status.oom, Status.engine_crashed, Status.engine_failed_to_start,
+                   Status.port_in_use}
 
 
 def print_failures(results: list[TrialResult]) -> None:
@@ -86,6 +89,8 @@ def print_failures(results: list[TrialResult]) -> None:
                       f"{res.reason or ''}", markup=False)
         for line in res.previous_attempts:
             console.print(f"      earlier {line}", markup=False)
+        if res.status not in ENGINE_FAILURES:
+            continue  # the engine was fine: its last lines are farm stopping it
         tail = [line for line in res.log_tail.splitlines() if line.strip()][-FAILURE_TAIL_LINES:]
         for line in tail:
             console.print(f"      | {line[:300]}", markup=False)

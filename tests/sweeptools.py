@@ -1,0 +1,113 @@
+"""Helpers of the failure, resume and secret tests: small studies, `farm sweep` as a process a
+test can signal, and checks that processes and ports are gone."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+WRAPPER = Path(__file__).resolve().parent / "fixtures" / "engines" / "mock_wrapper.py"
+
+
+def write_study(path: Path, *, name: str, grid: str, blocks: list[dict], profile: dict | None = None,
+                engine: dict | None = None, max_concurrent: int = 2, **extra) -> Path:
+    """A mock study with one profile `p` and one grid of `blocks` (tiny, for 2 cores)."""
+    data = {
+        "name": name,
+        "primary_profile": "p",
+        "models": {"tiny": {"name": "farm-tiny", "tokenizer": "farm:tiny"}},
+        "engines": {"mock": {"ready_timeout_s": 90, **(engine or {})}},
+        "profiles": {"p": profile or {"data": {"kind": "synthetic", "prompt_tokens": 16, "output_tokens": 8},
+                                      "rate": 1000, "requests": 8, "max_concurrency": 4, "max_seconds": 60}},
+        "grids": {grid: {"max_concurrent_trials": max_concurrent, "blocks": blocks}},
+        **extra,
+    }
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def wrapper_launcher() -> list[str]:
+    return [sys.executable, str(WRAPPER)]
+
+
+def start_farm(*args: str, cwd: Path, env: dict | None = None, log: Path) -> subprocess.Popen:
+    """`farm ...` as a user runs it, in the background, output to `log` (never an unread pipe)."""
+    out = open(log, "w")
+    return subprocess.Popen([sys.executable, "-m", "farm.cli", *args], cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                            env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"  # a zombie is dead here
+    except OSError:
+        return False
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def seconds_until_dead(pids: list[int], timeout: float) -> float:
+    """Seconds until every pid is gone; fails past `timeout`."""
+    started = time.monotonic()
+    wait_until(lambda: not any(alive(p) for p in pids), timeout, 0.1, f"processes {pids} to end")
+    return time.monotonic() - started
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def trial_dir(workdir: Path, trial_id: str, attempt: int = 1) -> Path | None:
+    found = list(Path(workdir).glob(f"*/{trial_id}/attempt-{attempt}"))
+    return found[0] if found else None
+
+
+def engine_of(workdir: Path, trial_id: str, attempt: int = 1) -> tuple[int, int] | None:
+    """(pid, port) of a trial's engine while it runs (the actor writes engine.pid)."""
+    d = trial_dir(workdir, trial_id, attempt)
+    if d is None or not (d / "engine.pid").is_file():
+        return None
+    text = (d / "engine.pid").read_text().split()
+    return (int(text[0]), int(text[1])) if len(text) == 2 else None
+
+
+def profile_started(workdir: Path, trial_id: str, attempt: int = 1) -> bool:
+    """guidellm has begun sending the trial's first benchmark run."""
+    d = trial_dir(workdir, trial_id, attempt)
+    if d is None:
+        return False
+    return any("): started" in p.read_text(errors="replace") for p in d.glob("*.guidellm.log"))
+
+
+def child_runs(uri: str, sweep_id: str) -> list:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    exp = client.get_run(sweep_id).info.experiment_id
+    return client.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{sweep_id}'")
