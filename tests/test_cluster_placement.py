@@ -1,13 +1,13 @@
-"""A simulated cluster on one machine (`ray.cluster_utils.Cluster`): a head with no GPU and two
-worker nodes with 4 declared GPUs each, a mock sweep of 8 trials asking for 1 to 4 GPUs each
-(20 in all), real engines, real guidellm, real MLflow (SQLite).
+"""A simulated cluster on one machine (`ray.cluster_utils.Cluster`): a head with no GPU, two
+worker nodes with 4 declared H200 GPUs each and one with 4 A100s, a mock sweep of 8 trials that
+ask for 1 to 4 GPUs each (20 in all) of type H200, real engines, real guidellm, real MLflow (SQLite).
 
-Checks, from what the trials recorded: both nodes ran trials; at no moment did the trials on a
-node hold more GPUs than it has, and trials that overlapped in time on a node had disjoint GPUs;
+Checks, from what the trials recorded: both H200 nodes ran trials, the A100 node none; at no
+moment did the trials on a node hold more GPUs than it has, and trials that overlapped in time on a node had disjoint GPUs;
 each engine process saw exactly its trial's GPUs in CUDA_VISIBLE_DEVICES (the engine writes what
 it saw into its own log); MLflow holds every trial once. During the sweep, the trials' actors
-are seen by name through Ray's State API, and farm's metrics are read from Ray's Prometheus
-export endpoint (each node's `metrics_export_port`).
+are seen by name through Ray's State API (and `farm status` counts them as running), and farm's
+metrics are read from Ray's Prometheus export endpoint (each node's `metrics_export_port`).
 """
 
 from __future__ import annotations
@@ -45,9 +45,12 @@ def _engine_wrapper(tmp: Path) -> Path:
 class Observer(threading.Thread):
     """Polls the State API for alive actors and every node's metrics endpoint while the sweep runs."""
 
-    def __init__(self, ports: list[int]):
+    def __init__(self, ports: list[int], uri: str, dashboard: str):
         super().__init__(daemon=True)
         self.ports = ports
+        self.uri, self.dashboard = uri, dashboard
+        self.sweep_id: str | None = None
+        self.statuses: list[dict[str, int]] = []
         self.names: set[str] = set()
         self.scrapes: list[str] = []
         self.errors: list[str] = []
@@ -61,6 +64,13 @@ class Observer(threading.Thread):
                 self.names |= {a.name for a in list_actors(filters=[("state", "=", "ALIVE")]) if a.name}
             except Exception as exc:  # the State API may be briefly busy; keep the last error
                 self.errors.append(f"state: {exc}")
+            if self.sweep_id:
+                from farm.sweep_status import sweep_status
+
+                try:
+                    self.statuses.append(sweep_status(self.uri, self.sweep_id, address=self.dashboard).counts())
+                except Exception as exc:
+                    self.errors.append(f"status: {exc}")
             for port in self.ports:
                 try:
                     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
@@ -93,18 +103,21 @@ def cluster_sweep(tmp_path_factory):
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "num_gpus": 0, "include_dashboard": True, "dashboard_port": dashboard_port,
         "_system_config": {"metrics_report_interval_ms": 1000}})
-    workers = [cluster.add_node(num_cpus=4, num_gpus=GPUS_PER_NODE) for _ in range(2)]
+    workers = [cluster.add_node(num_cpus=4, num_gpus=GPUS_PER_NODE, resources={"accelerator_type:H200": 1})
+               for _ in range(2)]
+    other = cluster.add_node(num_cpus=4, num_gpus=GPUS_PER_NODE, resources={"accelerator_type:A100": 1})
     cluster.wait_for_nodes()
     try:
         ray.init(address=cluster.address, log_to_driver=False)
         ports = [n["MetricsExportPort"] for n in ray.nodes() if n["Alive"]]
-        observer = Observer(ports)
-        observer.start()
         uri = f"sqlite:///{tmp / 'mlflow.db'}"
+        observer = Observer(ports, uri, f"http://127.0.0.1:{dashboard_port}")
+        observer.start()
         started = time.monotonic()
         outcome = driver.run_sweep(study, "placement", trials, tracking_uri=uri, experiment=study.experiment_name,
                                    address=cluster.address, resume=None, repeats=1, workdir=tmp / "runs",
-                                   command="test_cluster_placement")
+                                   command="test_cluster_placement",
+                                   on_sweep=lambda sweep_id: setattr(observer, "sweep_id", sweep_id))
         elapsed = time.monotonic() - started
         # The driver (this process) keeps its metrics: read them once more after the last trial.
         time.sleep(3)
@@ -112,9 +125,8 @@ def cluster_sweep(tmp_path_factory):
         observer.join(timeout=30)
         final_scrape = "\n".join(httpx.get(f"http://127.0.0.1:{p}/metrics", timeout=5).text for p in ports)
         worker_ids = {w.node_id for w in workers}
-        head_id = cluster.head_node.node_id
         yield dict(outcome=outcome, trials=trials, uri=uri, tmp=tmp, observer=observer, elapsed=elapsed,
-                   final_scrape=final_scrape, worker_ids=worker_ids, head_id=head_id)
+                   final_scrape=final_scrape, worker_ids=worker_ids, other_id=other.node_id)
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -140,10 +152,11 @@ def test_every_trial_ran_once_and_is_in_mlflow_once(cluster_sweep):
     assert sorted(ids) == sorted(t.id for t in trials)  # every trial, each once
 
 
-def test_trials_spread_over_both_workers_and_never_overbook_a_node(cluster_sweep):
+def test_trials_spread_over_both_h200_nodes_and_never_overbook_a_node(cluster_sweep):
     results = cluster_sweep["outcome"].results
     nodes = {r.node_id for r in results}
-    assert nodes == cluster_sweep["worker_ids"], "trials must run on both GPU nodes, never on the GPU-less head"
+    assert cluster_sweep["other_id"] not in nodes, "accelerator_type H200: never on the A100 node"
+    assert nodes == cluster_sweep["worker_ids"], "trials must run on both H200 nodes, never on the GPU-less head"
     for r in results:
         assert len(r.gpus) == r.trial.gpus, (r.trial.label, r.gpus)
         assert len(set(r.gpus)) == len(r.gpus)
@@ -214,3 +227,14 @@ def test_farm_metrics_on_rays_prometheus_endpoint(cluster_sweep):
     tps = {labels["trial"]: v for labels, v in parse_prometheus(final, "ray_farm_trial_total_tps")
            if labels.get("sweep") == sweep and labels.get("profile") == "quick"}
     assert len(tps) == 8 and all(v > 0 for v in tps.values())
+
+
+def test_farm_status_saw_trials_running_then_all_done(cluster_sweep):
+    from farm.sweep_status import sweep_status
+
+    observer = cluster_sweep["observer"]
+    assert any(c["running"] >= 1 for c in observer.statuses), (observer.statuses[-3:], observer.errors[-3:])
+    assert all(sum(c.values()) == 8 for c in observer.statuses)
+    # (the sweep itself is marked finished by the CLI after its report; run_sweep leaves it running)
+    final = sweep_status(cluster_sweep["uri"], cluster_sweep["outcome"].sweep_id)
+    assert final.counts() == {"done": 8, "failed": 0, "running": 0, "pending": 0}
