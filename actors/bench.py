@@ -81,8 +81,7 @@ class TrialRunner:
         self.job = job
         self.engine = get_engine(job.trial.engine)
         self.proc: EngineProcess | None = None
-        self.dir = Path(job.workdir) / job.sweep_id / job.trial.id / f"attempt-{job.attempt}"
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir = _fresh_dir(Path(job.workdir) / job.sweep_id / job.trial.id / f"attempt-{job.attempt}")
         self._lock = threading.Lock()
         self._secrets: list[str] = []
         self._port = 0
@@ -287,6 +286,19 @@ class TrialRunner:
             cleanup = self.engine.cleanup_command(self.job.engine_spec, self.job.trial, port=self._port)
             if cleanup:
                 subprocess.run(cleanup, capture_output=True, timeout=60)
+
+
+def _fresh_dir(path: Path) -> Path:
+    """`path`, or `path.2`, `path.3`... if a driver that was stopped or killed left one there:
+    a resumed sweep runs the trial again from scratch, in a directory of its own."""
+    candidate, n = path, 1
+    while True:
+        try:
+            candidate.mkdir(parents=True)
+            return candidate
+        except FileExistsError:
+            n += 1
+            candidate = path.with_name(f"{path.name}.{n}")
 
 
 def _node_ip() -> str | None:
