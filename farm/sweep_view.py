@@ -145,8 +145,9 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
                                    address=address, resume=resume, repeats=repeats, workdir=workdir, command=command,
                                    on_event=on_event, on_sweep=on_sweep)
     except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read
-        console.print("interrupted" + (f"; resume with:\n  {resume_command(command, state['sweep'])}"
-                                       if state.get("sweep") else " before the sweep started"))
+        console.print("interrupted" + ("; resume with:" if state.get("sweep") else " before the sweep started"))
+        if state.get("sweep"):
+            print(f"  {resume_command(command, state['sweep'])}", flush=True)
         raise SystemExit(130) from None
     if outcome.skipped:
         console.print(f"resumed: {len(outcome.skipped)} trial(s) already finished were not run again")
