@@ -153,8 +153,8 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
         console.print(f"resumed: {len(outcome.skipped)} trial(s) already finished were not run again")
     print_summary(study, grid, outcome.results)
     if outcome.interrupted:
-        console.print("interrupted: engines stopped, sweep marked killed. Resume with:\n  "
-                      + resume_command(command, outcome.sweep_id), markup=False)
+        console.print("interrupted: engines stopped, sweep marked killed. Resume with:")
+        print(f"  {resume_command(command, outcome.sweep_id)}", flush=True)  # one line, never wrapped: it is pasted
         raise SystemExit(130)
     from farm.sweep_report import finish
 
