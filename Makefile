@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-fast clean
+.PHONY: setup engines demo vllm-cpu test test-fast clean
 
 setup: $(VENV)/.installed
 
@@ -16,10 +16,19 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
+# The vLLM CPU engine in its own environment (.engines/vllm-cpu, as engines live on a cluster)
+# and the tiny Qwen3-MoE it serves (.models/tiny-qwen3-moe); both idempotent.
+engines: setup
+	scripts/setup-vllm-cpu.sh
+	$(PY) scripts/make-tiny-model.py
+
 demo: setup
 	$(VENV)/bin/farm sweep --grid smoke
 
-test: setup
+vllm-cpu: engines
+	$(VENV)/bin/farm sweep --config configs/tiny-vllm-cpu.yaml --grid ci
+
+test: setup engines
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: setup

@@ -233,6 +233,28 @@ class Engine:
         """What the engine says it got (KV-cache tokens, max sequences...), read from its log."""
         return {}
 
+    # Prometheus counters (name in the engine's /metrics -> farm's name) read before and after
+    # every benchmark run; their deltas are the engine's own account of the run.
+    counters: ClassVar[Mapping[str, str]] = {}
+
+    def parse_counters(self, metrics_text: str) -> dict[str, float]:
+        """The engine's counters of interest from Prometheus text, summed over label sets
+        (one per engine core with data parallelism)."""
+        out: dict[str, float] = {}
+        for line in metrics_text.splitlines():
+            if not line or line.startswith("#"):
+                continue
+            name, _, rest = line.partition("{") if "{" in line.split(" ", 1)[0] else line.partition(" ")
+            farm_name = self.counters.get(name.strip())
+            if farm_name is None:
+                continue
+            try:
+                value = float(line.rsplit(" ", 1)[-1])
+            except ValueError:
+                continue
+            out[farm_name] = out.get(farm_name, 0.0) + value
+        return out
+
     # -- failures ------------------------------------------------------------------------
     def classify(self, log_text: str) -> Failure | None:
         """The first known failure pattern found in the log, in the table's order of priority."""

@@ -174,6 +174,14 @@ class VLLMEngine(Engine):
     ready_path = "/health"
     reset_cache_path = "/reset_prefix_cache"  # needs VLLM_SERVER_DEV_MODE=1 (see env())
     metrics_path = "/metrics"
+    # vLLM's own prefix-cache accounting: hits that stay at 0 on a repeated run prove the
+    # cache was really reset before it (farm's call to the endpoint proves nothing by itself).
+    counters: ClassVar[Mapping[str, str]] = {
+        "vllm:prefix_cache_queries_total": "prefix_cache_queries",
+        "vllm:prefix_cache_hits_total": "prefix_cache_hits",
+        "vllm:prompt_tokens_total": "prompt_tokens",
+        "vllm:generation_tokens_total": "generation_tokens",
+    }
     knob_renderers: ClassVar[Mapping[str, Renderer]] = KNOB_RENDERERS
     download_dir_flag = "download-dir"
     # vllm/vllm-openai images: older ones start the api_server module as their entrypoint, so
