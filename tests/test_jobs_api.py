@@ -168,3 +168,23 @@ def test_a_cluster_sweep_needs_a_tracking_server_every_node_reaches(tmp_path):
     proc = _farm("sweep", "--address", "http://127.0.0.1:9", "--grid", "smoke", cwd=tmp_path, env=_base_env(tmp_path))
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: --tracking-uri: a sweep on a cluster needs an MLflow server")
+
+
+def test_a_failing_job_fails_the_command_with_the_jobs_exit_code(submitted, cluster, mlflow_server):
+    laptop = cluster["tmp"] / "laptop"
+    env = {**_base_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}
+    # The job's own preflight on the head refuses an unknown sweep: `farm sweep` there exits 2.
+    proc = _farm("sweep", "--address", cluster["address"], "--grid", "smoke", "--tracking-uri", mlflow_server["uri"],
+                 "--resume", "0" * 32, cwd=laptop, env=env, timeout=300)
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert f"error: --resume: no sweep with id '{'0' * 32}'" in proc.stdout  # the job's log, followed here
+    assert "failed" in proc.stdout.strip().splitlines()[-1]
+
+
+def test_no_wait_returns_after_submitting(submitted, cluster, mlflow_server):
+    laptop = cluster["tmp"] / "laptop"
+    env = {**_base_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}
+    proc = _farm("sweep", "--address", cluster["address"], "--grid", "smoke", "--tracking-uri", mlflow_server["uri"],
+                 "--resume", "0" * 32, "--no-wait", cwd=laptop, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "submitted job farm-" in proc.stdout and "detached" in proc.stdout

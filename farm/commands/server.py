@@ -57,10 +57,10 @@ def _auth_env(store: Path) -> dict[str, str]:
     try:
         import flask_wtf  # noqa: F401  (the basic-auth app needs it: pip install 'mlflow[auth]')
     except ImportError:
-        raise UserError("--auth needs MLflow's auth extra: pip install 'mlflow[auth]'", key="--auth") from None
+        raise UserError("needs MLflow's auth extra: pip install 'mlflow[auth]'", key="--auth") from None
     user, password = os.environ.get("MLFLOW_TRACKING_USERNAME"), os.environ.get("MLFLOW_TRACKING_PASSWORD")
     if not user or not password:
-        raise UserError("--auth: set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (the admin account; "
+        raise UserError("set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (the admin account; "
                         "clients use the same variables)", key="--auth")
     ini = store / "basic_auth.ini"
     ini.write_text(AUTH_INI.format(db=store / "basic_auth.db", user=user, password=password))
