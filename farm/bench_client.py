@@ -42,7 +42,7 @@ def scenario_spec(profile: ProfileSpec, *, target: str, model: str, tokenizer: s
         if data_file is None:
             raise ValueError("a ShareGPT profile needs its prepared data file")
         data = {"kind": "json_file", "path": str(data_file)}
-    return {
+    spec = {
         "backend": backend,
         "profile": strategy,
         "constraints": constraints,
@@ -51,6 +51,13 @@ def scenario_spec(profile: ProfileSpec, *, target: str, model: str, tokenizer: s
         "seed": {"kind": "static", "value": profile.seed},
         "outputs": [{"kind": "json", "path": str(output)}],
     }
+    slo = profile.slo
+    if slo is not None and slo.goodput:
+        # guidellm's per-request objectives: a request conforms when its TTFT and its inter-token
+        # latency are within the limits (farm's SLOs are on the P95 TTFT and the mean TPOT).
+        objectives = {k: v for k, v in (("ttft_ms", slo.ttft_p95_ms_max), ("tpot_ms", slo.tpot_mean_ms_max)) if v}
+        spec["metrics"] = {"kind": "generative", "slo": objectives}
+    return spec
 
 
 @dataclass

@@ -17,7 +17,7 @@ from ray.exceptions import RayActorError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.bench import BenchActor, TrackingUnavailable, TrialJob
-from farm import metrics, tracking
+from farm import metrics, passes, plan, tracking
 from farm.engines import get_engine
 from farm.errors import UserError
 from farm.jobs import tag_sweep_with_submission
@@ -113,8 +113,11 @@ class _Running:
 
 def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
                on_event: Callable[[str, TrialJob, TrialResult | None], None] = lambda *a: None,
-               log_lost: Callable[[TrialResult], None] = lambda r: None) -> list[TrialResult]:
+               log_lost: Callable[[TrialResult], None] = lambda r: None,
+               pins: Mapping[str, str] | None = None) -> list[TrialResult]:
     """Run every job as an actor; returns one final result per trial, in job order.
+
+    `pins` (trial id -> Ray node id) holds a trial to one node (the baseline's node controls).
 
     Retries only transient failures (`results.TRANSIENT`), up to `max_retries` times, each on
     another node than the attempts before where one can take it (soft: if none can, anywhere).
@@ -137,6 +140,8 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
                 target = _other_node(avoid, job.trial.gpus) if avoid else None
                 if target:
                     options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=target, soft=True)
+                if (pins or {}).get(job.trial.id):  # a node control measures this node or nothing
+                    options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=pins[job.trial.id], soft=False)
                 actor = BenchActor.options(**options).remote(job.model_dump_json())
                 running[actor.run.remote()] = _Running(job, actor, actor.node.remote())
                 on_event("started", job, None)
@@ -196,9 +201,12 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
 
 
 def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str, experiment: str,
-              address: str | None, resume: str | None, repeats: int, workdir: Path, command: str,
+              address: str | None, resume: str | None, repeats: int | str, workdir: Path, command: str,
               on_event: Callable[[str, TrialJob, TrialResult | None], None] = lambda *a: None,
-              on_sweep: Callable[[str], None] = lambda s: None) -> SweepOutcome:
+              on_sweep: Callable[[str], None] = lambda s: None,
+              on_pass: Callable[[plan.PassPlan], None] = lambda p: None) -> SweepOutcome:
+    """Run a sweep: every trial (`repeats` runs per profile, or 'auto'), the baseline once more on
+    every node when there are several (node controls), then the later passes of `--repeats auto`."""
     from farm.preflight import check_resume
 
     # An unknown or foreign sweep id is a user error: found before Ray starts.
@@ -227,13 +235,21 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         outcome = SweepOutcome(sweep_id=sweep_id, experiment_id=exp_id)
         todo = [t for t in trials if t.id not in done]
         outcome.skipped = [t.id for t in trials if t.id in done]
-        jobs = [
-            TrialJob(sweep_id=sweep_id, trial=t, engine_spec=study.engines[t.engine],
-                     profiles={p: study.profiles[p] for p in t.profiles}, repeats=repeats,
-                     min_success_rate=study.min_success_rate, workdir=str(workdir), order_seed=0,
-                     tracking_uri=tracking_uri, experiment_id=exp_id, parent_run_id=sweep_id)
-            for t in todo
-        ]
+        # The baseline once more on each node able to run trials, pinned there (farm/plan.py).
+        controls = [(t, node) for t, node in passes.node_controls(study, trials, ACTOR_CPUS) if t.id not in done]
+
+        def make_job(t: Trial, n: int, pass_index: int = 1) -> TrialJob:
+            # A later pass of --repeats auto gets its own directory and run order, and is appended
+            # to its trial's child run by the driver (farm/passes.py), not logged by its actor.
+            later = pass_index > 1
+            return TrialJob(sweep_id=sweep_id, trial=t, engine_spec=study.engines[t.engine],
+                            profiles={p: study.profiles[p] for p in t.profiles}, repeats=n,
+                            min_success_rate=study.min_success_rate,
+                            workdir=str(workdir / f"pass-{pass_index}" if later else workdir), order_seed=pass_index - 1,
+                            tracking_uri=None if later else tracking_uri, experiment_id=exp_id,
+                            parent_run_id=None if later else sweep_id)
+
+        jobs = [make_job(t, plan.first_pass_repeats(repeats)) for t in todo + [t for t, _ in controls]]
         max_in_flight = study.grids[grid].max_concurrent_trials or study.max_concurrent_trials
         # farm's metrics on Ray's Prometheus endpoint, for the dashboard's charts (farm/metrics.py)
         on_event = metrics.watch(on_event, sweep_id, len(jobs))
@@ -241,9 +257,18 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         def log_lost(result: TrialResult) -> None:
             tracking.log_trial(tracking_uri, exp_id, sweep_id, result, None)
 
+        def pass_event(kind: str, job: TrialJob, result: TrialResult | None) -> None:
+            # A later pass's trial finishing is not one more trial of the sweep.
+            on_event("pass_finished" if kind == "finished" else kind, job, result)
+
         try:
             run_trials(jobs, max_in_flight=max_in_flight, max_retries=study.max_retries,
-                       on_event=on_event, log_lost=log_lost)
+                       on_event=on_event, log_lost=log_lost, pins={t.id: node for t, node in controls})
+            if plan.is_auto(repeats):
+                passes.run_auto(study, grid, trials, tracking_uri=tracking_uri, sweep_id=sweep_id, make_job=make_job,
+                                run_jobs=lambda js: run_trials(js, max_in_flight=max_in_flight,
+                                                               max_retries=study.max_retries, on_event=pass_event),
+                                on_pass=on_pass)
         except KeyboardInterrupt:
             outcome.interrupted = True
             tracking.finish_sweep(tracking_uri, sweep_id, "killed")

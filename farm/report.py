@@ -847,6 +847,8 @@ _BLOCK: list[tuple[str | None, str, str]] = [
     ("peak_concurrency", "Peak concurrent requests:", ".2f"),
     ("total_tps", "Total Token throughput (tok/s):", ".2f"),
     ("guidellm_total_tps_mean", "guidellm mean token rate (tok/s):", ".2f"),
+    ("slo_attainment", "SLO attainment (goodput):", ".3f"),
+    ("goodput_rps", "Goodput (req/s):", ".2f"),
     (None, "Latency", ""),
     ("latency_mean_s", "Mean Latency(s):", ".2f"),
     ("latency_median_s", "Median Latency(s):", ".2f"),

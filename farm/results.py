@@ -83,6 +83,9 @@ class RunMetrics(BaseModel):
     itl_median_ms: float | None = None
     itl_p95_ms: float | None = None
     itl_p99_ms: float | None = None
+    slo_attainment: float | None = Field(
+        default=None, description="guidellm goodput: share of requests meeting the profile's latency SLOs (slo.goodput).")
+    goodput_rps: float | None = Field(default=None, description="guidellm goodput: SLO-conforming requests per second.")
 
 
 class ProfileRun(BaseModel):
@@ -209,6 +212,8 @@ def parse_benchmark(bench: dict, total_requests: int | None = None) -> RunMetric
         itl_median_ms=_stat(m, "inter_token_latency_ms", "median"),
         itl_p95_ms=_stat(m, "inter_token_latency_ms", "p95"),
         itl_p99_ms=_stat(m, "inter_token_latency_ms", "p99"),
+        slo_attainment=m.get("slo_attainment"),
+        goodput_rps=_stat(m, "request_goodput", "mean"),
     )
 
 

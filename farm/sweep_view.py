@@ -118,17 +118,20 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
     from farm import driver, tracking
 
     uri = tracking_uri or tracking.default_tracking_uri()
-    total = len(trials)
-    state = {"done": 0, "t0": time.monotonic()}
+    from farm.plan import control_of
+
+    state = {"done": 0, "t0": time.monotonic(), "total": len(trials)}
 
     def on_sweep(sweep_id: str) -> None:
         state["sweep"] = sweep_id
-        console.print(f"sweep [bold]{sweep_id}[/] - {total} trial(s) of grid {grid}, {repeats} repeat(s); "
+        console.print(f"sweep [bold]{sweep_id}[/] - {state['total']} trial(s) of grid {grid}, {repeats} repeat(s); "
                       f"tracking {uri}")
 
     def on_event(kind: str, job, result) -> None:
         elapsed = time.monotonic() - state["t0"]
         if kind == "started":
+            if control_of(job.trial.id) and job.attempt == 1:
+                state["total"] += 1  # the baseline repeated on one node (a node control)
             console.print(f"[{elapsed:6.0f}s] start   {job.trial.label} ({_flags_text(job.trial)}) attempt {job.attempt}")
         elif kind == "retry":
             console.print(f"[{elapsed:6.0f}s] retry   {job.trial.label}: {result.status.value} ({result.reason})",
@@ -137,13 +140,26 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
             state["done"] += 1
             tps = _primary_tps(result, study.grid_primary_profile(grid))
             extra = f"{tps:,.0f} tok/s on {study.grid_primary_profile(grid)}" if tps else (result.reason or "")
-            console.print(f"[{elapsed:6.0f}s] [{state['done']}/{total}] {result.status.value:<22} "
+            console.print(f"[{elapsed:6.0f}s] [{state['done']}/{state['total']}] {result.status.value:<22} "
                           f"{job.trial.label}: {extra}")
+        elif kind == "pass_finished":
+            console.print(f"[{elapsed:6.0f}s] pass {job.order_seed + 1} {result.status.value:<15} {job.trial.label}: "
+                          f"{len(result.runs)} more run(s)")
+
+    def on_pass(p) -> None:
+        elapsed = time.monotonic() - state["t0"]
+        head = f"[{elapsed:6.0f}s] repeats auto, "
+        if p.done:
+            console.print(head + f"done after {p.pass_index - 1} pass(es), {p.spent} of {p.budget} runs: {p.reason}",
+                          markup=False)
+        else:
+            console.print(head + f"pass {p.pass_index} ({p.runs} runs, {p.spent} of {p.budget} spent): {p.reason}",
+                          markup=False)
 
     try:
         outcome = driver.run_sweep(study, grid, trials, tracking_uri=uri, experiment=experiment or study.experiment_name,
                                    address=address, resume=resume, repeats=repeats, workdir=workdir, command=command,
-                                   on_event=on_event, on_sweep=on_sweep)
+                                   on_event=on_event, on_sweep=on_sweep, on_pass=on_pass)
     except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read
         console.print("interrupted" + ("; resume with:" if state.get("sweep") else " before the sweep started"))
         if state.get("sweep"):

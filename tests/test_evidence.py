@@ -256,3 +256,25 @@ def test_seed_replay_still_reaches_the_seeds_command_and_says_single_runs_cannot
                ("step2_prefix_cache", "step3_performance_mode", "step4_kv_cache_fp8"))
     text = render(rep)
     assert "cannot tell on sharegpt" in text and "cannot tell (single runs)" in text
+
+
+# ------------------------------------------------------------------ guidellm goodput
+
+
+def test_goodput_slos_go_to_guidellm_and_come_back_in_the_metrics():
+    from farm.bench_client import scenario_spec
+    from farm.results import parse_report
+    from farm.spec import DataSpec, ProfileSpec
+
+    slo = SLOSpec(ttft_p95_ms_max=300, tpot_mean_ms_max=20, goodput=True)
+    profile = ProfileSpec(data=DataSpec(kind="synthetic", prompt_tokens=8, output_tokens=8), requests=4, slo=slo)
+    spec = scenario_spec(profile, target="http://127.0.0.1:1", model="m", tokenizer="t", output=Path("/tmp/x.json"))
+    assert spec["metrics"] == {"kind": "generative", "slo": {"ttft_ms": 300.0, "tpot_ms": 20.0}}
+    without = profile.model_copy(update={"slo": slo.model_copy(update={"goodput": False})})
+    assert "metrics" not in scenario_spec(without, target="x", model="m", tokenizer="t", output=Path("/tmp/x.json"))
+
+    raw = json.loads((Path(__file__).parent / "fixtures" / "guidellm-0.8.1-mock-report.json").read_text())
+    assert parse_report(raw)[0].slo_attainment is None
+    raw["benchmarks"][-1]["metrics"].update(slo_attainment=0.875, request_goodput={"successful": {"mean": 3.5}})
+    metrics = parse_report(raw)[0]
+    assert (metrics.slo_attainment, metrics.goodput_rps) == (0.875, 3.5)
