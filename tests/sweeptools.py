@@ -84,8 +84,10 @@ def port_free(port: int) -> bool:
 
 
 def trial_dir(workdir: Path, trial_id: str, attempt: int = 1) -> Path | None:
-    found = list(Path(workdir).glob(f"*/{trial_id}/attempt-{attempt}"))
-    return found[0] if found else None
+    """The newest directory of this attempt (a trial run again after a stopped driver gets
+    `attempt-N.2`, `attempt-N.3`...)."""
+    found = [*Path(workdir).glob(f"*/{trial_id}/attempt-{attempt}"), *Path(workdir).glob(f"*/{trial_id}/attempt-{attempt}.*")]
+    return max(found, key=lambda p: p.stat().st_mtime_ns) if found else None
 
 
 def engine_of(workdir: Path, trial_id: str, attempt: int = 1) -> tuple[int, int] | None:
