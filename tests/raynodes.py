@@ -50,7 +50,7 @@ def wait_port(port: int, timeout: float) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
 
 
-def stop_group(proc: subprocess.Popen, grace: float = 20) -> None:
+def stop_group(proc: subprocess.Popen, grace: float = 8) -> None:
     """SIGTERM to the group this test started, a grace period, then SIGKILL."""
     if proc.poll() is None:
         for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10)):
