@@ -32,7 +32,9 @@ def node_controls(study: Study, trials: list[Trial], cpus_per_trial: float) -> l
     nodes = plan.node_names(ray.nodes())
     baseline = plan.baseline_trial(study, trials)
     first_index = max((t.index for t in trials), default=0) + 1
-    copies = plan.node_baselines(baseline, nodes, first_index=first_index, cpus_per_trial=cpus_per_trial)
+    accel = study.engines[baseline.engine].accelerator_type if baseline is not None else None
+    copies = plan.node_baselines(baseline, nodes, first_index=first_index, cpus_per_trial=cpus_per_trial,
+                                 accelerator_type=accel)
     return [(t, n.node_id) for t, n in copies]
 
 

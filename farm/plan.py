@@ -99,6 +99,7 @@ class NodeSlot(_Strict):
     name: str = Field(description="Short unique name used in trial ids (hostname, or hostname plus id prefix).")
     gpus: float = Field(default=0, description="GPUs the node declares.")
     cpus: float = Field(default=0, description="CPUs the node declares.")
+    accelerators: list[str] = Field(default_factory=list, description="GPU models it declares (Ray accelerator_type:X).")
 
 
 def node_control_id(trial_id: str, node: str) -> str:
@@ -121,7 +122,8 @@ def node_names(nodes: Sequence[Mapping[str, Any]]) -> list[NodeSlot]:
         short = re.sub(r"[^A-Za-z0-9_.-]", "-", host.split(".")[0])[:24] or "node"
         name = short if hosts.count(host) == 1 else f"{short}-{node_id[:8]}"
         res = n.get("Resources", {}) or {}
-        out.append(NodeSlot(node_id=node_id, name=name, gpus=float(res.get("GPU", 0)), cpus=float(res.get("CPU", 0))))
+        out.append(NodeSlot(node_id=node_id, name=name, gpus=float(res.get("GPU", 0)), cpus=float(res.get("CPU", 0)),
+                            accelerators=sorted(k.split(":", 1)[1] for k in res if k.startswith("accelerator_type:"))))
     return out
 
 
@@ -139,13 +141,15 @@ def baseline_trial(study: "Study", trials: Sequence["Trial"]) -> "Trial | None":
     return None
 
 
-def able_nodes(trial: "Trial", nodes: Sequence[NodeSlot], cpus_per_trial: float = 1) -> list[NodeSlot]:
-    """Nodes that can hold this trial: its GPUs on one node (GPU trials only go to GPU nodes)."""
-    return [n for n in nodes if n.cpus >= cpus_per_trial and n.gpus >= trial.gpus]
+def able_nodes(trial: "Trial", nodes: Sequence[NodeSlot], cpus_per_trial: float = 1,
+               accelerator_type: str | None = None) -> list[NodeSlot]:
+    """Nodes that can hold this trial: its GPUs on one node, of its GPU model when it names one."""
+    return [n for n in nodes if n.cpus >= cpus_per_trial and n.gpus >= trial.gpus
+            and not (trial.gpus and accelerator_type and accelerator_type not in n.accelerators)]
 
 
 def node_baselines(baseline: "Trial | None", nodes: Sequence[NodeSlot], *, first_index: int,
-                   cpus_per_trial: float = 1) -> list[tuple["Trial", NodeSlot]]:
+                   cpus_per_trial: float = 1, accelerator_type: str | None = None) -> list[tuple["Trial", NodeSlot]]:
     """One extra run of the baseline pinned to each node able to run it, when there are several.
 
     Each copy is its own trial (`<id>@<node>`, named `<label>@<node>`) so that it is logged,
@@ -153,7 +157,7 @@ def node_baselines(baseline: "Trial | None", nodes: Sequence[NodeSlot], *, first
     """
     if baseline is None:
         return []
-    able = able_nodes(baseline, nodes, cpus_per_trial)
+    able = able_nodes(baseline, nodes, cpus_per_trial, accelerator_type)
     if len(able) < 2:
         return []
     return [(baseline.model_copy(update={"id": node_control_id(baseline.id, n.name),

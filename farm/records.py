@@ -434,10 +434,11 @@ def records_from_trials(trial_results: list["TrialResult"], study: "Study", *, g
     profiles = {p: profile_info(study, p) for p in used if p in study.profiles}
     records: list[RunRecord] = []
     versions: dict[str, str] = {}
+    shared = _shared_hostnames(chosen)
     for tr in chosen:
         if tr.engine_version:
             versions.setdefault(tr.trial.engine, tr.engine_version)
-        records += _trial_records(tr, study, profiles)
+        records += _trial_records(tr, study, profiles, shared)
     return Results(
         source=f"sweep {sweep_id}" if sweep_id else (study.source or study.name),
         profiles=profiles,
@@ -450,17 +451,30 @@ def records_from_trials(trial_results: list["TrialResult"], study: "Study", *, g
     )
 
 
-def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, ProfileInfo]) -> list[RunRecord]:
+def _shared_hostnames(chosen: list["TrialResult"]) -> set[str]:
+    """Hostnames of more than one Ray node (several nodes on one machine, as in tests)."""
+    ids: dict[str, set[str]] = {}
+    for tr in chosen:
+        if tr.node and tr.node_id:
+            ids.setdefault(tr.node, set()).add(tr.node_id)
+    return {host for host, seen in ids.items() if len(seen) > 1}
+
+
+def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, ProfileInfo],
+                   shared: set[str] = frozenset()) -> list[RunRecord]:
     t = tr.trial
+    # A node whose hostname other nodes share is named with its Ray node id's first 8 characters
+    # (as farm/plan.py names node controls). A later pass's run names its own node (hostname).
+    node = f"{tr.node}-{tr.node_id[:8]}" if tr.node in shared and tr.node_id else tr.node
     common = dict(trial=t.id, name=t.name, engine=t.engine, model=t.model, flags=_trial_flags(tr, study),
-                  node=tr.node, command=tr.serve_command or None)
+                  node=node, command=tr.serve_command or None)
     out = []
     for run in tr.runs:
         metrics = run.metrics.model_dump(exclude_none=True) if run.metrics else {}
         asked = profiles[run.profile].total_requests if run.profile in profiles else None
         out.append(RunRecord(id=f"{t.label}/{run.profile}/{run.repeat}", profile=run.profile, repeat=run.repeat,
                              status=run.status, reason=run.reason, metrics=metrics, total_requests=asked,
-                             **{**common, "node": run.node or tr.node}))
+                             **{**common, "node": run.node or node}))
     ran = {run.profile for run in tr.runs}
     for profile in t.profiles:
         if profile not in ran and tr.status != Status.ok:

@@ -80,6 +80,16 @@ def test_the_baseline_runs_once_more_on_every_node_able_to_run_it():
     assert plan.node_baselines(base, plan.node_names(_nodes(("head", 0), ("gpu-a", 8))), first_index=100) == []
 
 
+def test_node_controls_keep_to_the_studys_gpu_model():
+    study = load_study()
+    base = plan.baseline_trial(study, expand(study, "seed"))
+    nodes = _nodes(("h200-a", 8), ("h200-b", 8), ("a100", 8))
+    for n, accel in zip(nodes, ("H200", "H200", "A100")):
+        n["Resources"][f"accelerator_type:{accel}"] = 1
+    copies = plan.node_baselines(base, plan.node_names(nodes), first_index=100, accelerator_type="H200")
+    assert [n.name for _, n in copies] == ["h200-a", "h200-b"]
+
+
 def test_nodes_sharing_a_hostname_get_unique_names():
     names = [n.name for n in plan.node_names(_nodes(("box", 0), ("box", 0)))]
     assert names == ["box-1f3a9c00", "box-2f3a9c00"]

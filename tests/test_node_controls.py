@@ -1,0 +1,102 @@
+"""The baseline repeated on every node (node controls), on a simulated two-node cluster
+(`ray.cluster_utils.Cluster`: a head that runs no trials, two worker nodes), with real mock
+engines, real guidellm and MLflow (SQLite): each control ran on the node it was pinned to, is
+never ranked, and the report compares the baseline across the nodes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from raynodes import LOOPBACK_ENV
+
+pytestmark = pytest.mark.slow
+
+STUDY = f"""
+include: [{REPO / 'configs' / 'smoke.yaml'}]
+name: node-controls
+experiment: node-controls
+primary_profile: quick
+min_success_rate: 0.9
+profiles:
+  quick:
+    data: {{kind: synthetic, prompt_tokens: 16, output_tokens: 8}}
+    rate: 1000
+    requests: 16
+    max_concurrency: 4
+    max_seconds: 60
+grids:
+  nodes:
+    profiles: [quick]
+    max_concurrent_trials: 4
+    blocks:
+      - {{engine: mock, models: [tiny]}}
+      - {{engine: mock, models: [tiny], flags: {{ttft-ms: 50}}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def node_sweep(tmp_path_factory):
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from farm import driver
+    from farm.grid import expand
+    from farm.spec import load_study
+
+    tmp = tmp_path_factory.mktemp("nodes")
+    (tmp / "study.yaml").write_text(STUDY)
+    study = load_study(tmp / "study.yaml")
+    trials = expand(study, "nodes")
+    saved = {k: os.environ.get(k) for k in LOOPBACK_ENV}
+    os.environ.update(LOOPBACK_ENV)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "num_gpus": 0})
+    workers = [cluster.add_node(num_cpus=2, num_gpus=0) for _ in range(2)]
+    cluster.wait_for_nodes()
+    try:
+        ray.init(address=cluster.address, log_to_driver=False)
+        uri = f"sqlite:///{tmp / 'mlflow.db'}"
+        outcome = driver.run_sweep(study, "nodes", trials, tracking_uri=uri, experiment=study.experiment_name,
+                                   address=cluster.address, resume=None, repeats=2, workdir=tmp / "runs",
+                                   command="test_node_controls")
+        yield dict(outcome=outcome, study=study, trials=trials, tmp=tmp, workers={w.node_id for w in workers})
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_the_baseline_ran_once_more_on_each_worker_node_it_was_pinned_to(node_sweep):
+    from farm.plan import control_of
+
+    outcome, trials = node_sweep["outcome"], node_sweep["trials"]
+    baseline = next(t for t in trials if not t.flags)
+    controls = [r for r in outcome.results if control_of(r.trial.id)]
+    assert len(outcome.results) == len(trials) + 2
+    assert {control_of(r.trial.id) for r in controls} == {baseline.id}
+    assert {r.node_id for r in controls} == node_sweep["workers"]  # one on each worker, none on the head
+    for r in controls:
+        assert r.status.value == "ok" and r.trial.id.endswith(r.node_id[:8])  # the node it names is where it ran
+
+
+def test_the_report_compares_the_baseline_across_nodes_and_never_ranks_a_control(node_sweep):
+    from farm.sweep_report import build
+
+    outcome = node_sweep["outcome"]
+    report, why, _ = build(node_sweep["study"], "nodes", outcome.results, outcome.sweep_id, Path(node_sweep["tmp"] / "out"))
+    assert report is not None, why
+    sel = report.selection
+    assert sel.nodes is not None and len(sel.nodes.nodes) == 2
+    assert all(n.runs >= 2 for n in sel.nodes.nodes)
+    controls = [t for t in sel.trials if t.node_control_of]
+    assert len(controls) == 2 and not any(t.eligible for t in controls)
+    verdict = sel.verdict()
+    assert verdict.candidates == 2  # the two trials of the grid, never a control
+    assert not any("@" in t for t in verdict.tied + [verdict.leader, sel.recommended.trial])
