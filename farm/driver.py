@@ -50,18 +50,23 @@ def check_capacity(trials: list[Trial], engines: Mapping[str, EngineSpec] | None
     """A trial that needs more GPUs than any node has (of its accelerator type, where the study
     names one) would wait forever: refuse it now."""
     nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    most = max((r.get("GPU", 0) for r in nodes), default=0)
     for t in trials:
+        if t.gpus > most:
+            raise UserError(f"trial {t.label} needs {t.gpus} GPU(s) on one node; the largest node has {int(most)}",
+                            key=f"trials.{t.id}")
         accel = engines[t.engine].accelerator_type if engines and t.engine in engines and t.gpus else None
-        fit = [r for r in nodes if not accel or r.get(f"accelerator_type:{accel}")]
-        most = max((r.get("GPU", 0) for r in fit), default=0)
-        if accel and not fit:
+        if not accel:
+            continue
+        fit = [r for r in nodes if r.get(f"accelerator_type:{accel}")]
+        if not fit:
             known = sorted({k.split(":", 1)[1] for r in nodes for k in r if k.startswith("accelerator_type:")})
             raise UserError(f"no node has GPUs of type {accel} (the cluster has: {', '.join(known) or 'none named'})",
                             key="accelerator_type")
-        if t.gpus > most:
-            where = f"{accel} node" if accel else "node"
-            raise UserError(f"trial {t.label} needs {t.gpus} GPU(s) on one node; the largest {where} has {int(most)}",
-                            key=f"trials.{t.id}")
+        most_fit = max(r.get("GPU", 0) for r in fit)
+        if t.gpus > most_fit:
+            raise UserError(f"trial {t.label} needs {t.gpus} GPU(s) on one node; the largest {accel} node has "
+                            f"{int(most_fit)}", key=f"trials.{t.id}")
 
 
 def _first_line(exc: BaseException) -> str:
