@@ -50,6 +50,8 @@ def run_auto(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str,
 
     by_id = {t.id: t for t in trials}
     plans: list[plan.PassPlan] = []
+    # Judged as an auto sweep (alpha per look) even when called with a study that says otherwise.
+    study = study if plan.is_auto(study.repeats) else study.model_copy(update={"repeats": "auto"})
     while True:
         stored = tracking.load_results(tracking_uri, sweep_id)
         records = records_from_trials(stored, study, grid=grid, sweep_id=sweep_id)

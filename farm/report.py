@@ -183,7 +183,7 @@ def rate_analysis(results: Results, settings: SelectionSettings, selection: Sele
                if (c := _choice(results, settings, s, m, other if m == "total_tps" else "total_tps"))]
     recorded = build_table(results, "total_tps", settings.min_success_rate, settings.slo)
     recomputed = build_table(results, other, settings.min_success_rate, settings.slo)
-    cells = [c for c in recorded.on(settings.primary_profile) if c.eligible]
+    cells = [c for c in recorded.on(settings.primary_profile) if c.eligible and c.control_of is None]
     rec_values = {c.trial: c.score for c in cells}
     other_values = {c.trial: recomputed.cells[(c.trial, c.profile)].score for c in cells}
     r1, r2 = _ranks(rec_values), _ranks(other_values)
