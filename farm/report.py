@@ -45,7 +45,7 @@ WARNING_CODES = ("rate_mismatch", "tpot_inconsistent", "peak_implausible", "itl_
                  "local_optimum", "no_baseline")
 # Checks of the evidence itself (issue 7): differences the data cannot separate, a recommendation
 # whose gain over the baseline is not significant, nodes that differ, knobs tried only up to an edge.
-EVIDENCE_CODES = ("cannot_separate", "not_significant", "node_effect", "edge_of_range")
+EVIDENCE_CODES = ("cannot_separate", "not_significant", "regression", "node_effect", "edge_of_range")
 
 
 class _Strict(BaseModel):
@@ -386,6 +386,13 @@ def check_evidence(selection: Selection, results: Results) -> list[ReportWarning
             out.append(ReportWarning(code="not_significant", trial=labels.get(d.a), profile=row.profile, message=(
                 f"the recommendation's gain over the baseline on {row.profile} is not significant at "
                 f"\u03b1 = {selection.alpha:g} (Holm over {len(selection.comparison)} profiles): {interval_text(d)}")))
+        elif d is not None and d.significant and (d.relative_pct or 0) < 0:
+            cp = selection.cross_profile
+            hint = (f"; {labels.get(cp.recommended, cp.recommended)} is the best worst case over all profiles"
+                    if cp is not None and cp.recommended and cp.recommended != d.a else "")
+            out.append(ReportWarning(code="regression", trial=labels.get(d.a), profile=row.profile, message=(
+                f"the recommendation is significantly slower than the baseline on {row.profile}: {interval_text(d)}"
+                f"{hint}")))
     nodes = selection.nodes
     if nodes is not None and nodes.effect:
         for n in nodes.nodes:

@@ -172,8 +172,11 @@ def test_the_best_worst_case_configuration_across_profiles_and_its_cost():
     assert [r.trial for r in cp.ranking if r.comparable][:2] == ["allround", "base"]
     data = report_json(build_report(res, settings()))
     assert data["cross_profile"]["recommended"] == "allround"
-    text = render(build_report(res, settings()))
+    rep = build_report(res, settings())
+    text = render(rep)
     assert "One command for all workloads" in text and "at worst +20.00 % (on gen)" in text
+    [slower] = [w for w in rep.warnings if w.code == "regression"]
+    assert slower.profile == "gen" and "-10.00 %" in slower.message and "allround is the best worst case" in slower.message
 
 
 def test_a_trial_not_eligible_on_every_profile_cannot_be_the_one_command():
@@ -227,7 +230,11 @@ def test_every_evidence_code_is_reachable():
                   runs_of("base", [], [100, 101, 99], profile="gen"),
                   runs_of("more", ["--max-num-seqs=128"], [100.5, 99.5, 101], profile="gen"), profiles=("chat", "gen"))
     seed = report_for(results_from_data(json.loads(SEED_FILE.read_text()), str(SEED_FILE)), load_study())
-    codes = {w.code for w in build_report(res, settings()).warnings} | {w.code for w in seed.warnings}
+    slower = results(runs_of("base", [], [100, 101, 99]), runs_of("fast", ["--itl-ms=1"], [140, 141, 139]),
+                     runs_of("base", [], [100, 101, 99], profile="gen"),
+                     runs_of("fast", ["--itl-ms=1"], [90, 91, 89], profile="gen"), profiles=("chat", "gen"))
+    codes = ({w.code for w in build_report(res, settings()).warnings} | {w.code for w in seed.warnings}
+             | {w.code for w in build_report(slower, settings()).warnings})
     assert set(EVIDENCE_CODES) <= codes
 
 
