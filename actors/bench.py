@@ -107,6 +107,15 @@ class TrialRunner:
         except httpx.HTTPError:
             return False
 
+    def _counters(self, base_url: str) -> dict[str, float]:
+        if not (self.engine.metrics_path and self.engine.counters):
+            return {}
+        try:
+            resp = httpx.get(base_url + self.engine.metrics_path, timeout=10)
+            return self.engine.parse_counters(resp.text) if resp.status_code == 200 else {}
+        except httpx.HTTPError:
+            return {}
+
     def _version(self) -> str | None:
         cmd = self.engine.version_command(self.job.engine_spec)
         if not cmd:
@@ -216,6 +225,7 @@ class TrialRunner:
         profile = job.profiles[name]
         run = ProfileRun(profile=name, repeat=repeat, status=Status.ok, started_at=time.time())
         run.cache_reset = self._reset_cache(base_url)
+        before = self._counters(base_url)
         stem = f"{name}-r{repeat}"
         report = self.dir / f"{stem}.json"
         spec = bench_client.scenario_spec(profile, target=base_url, model=trial.model, tokenizer=tokenizer,
@@ -226,6 +236,8 @@ class TrialRunner:
                                           engine_alive=lambda: self.proc is not None and self.proc.alive(),
                                           cancelled=self._cancelled.is_set)
         run.finished_at = time.time()
+        after = self._counters(base_url)
+        run.engine_counters = {k: after[k] - before[k] for k in after if k in before}
         if outcome.timed_out:
             run.status, run.reason = Status.timeout, f"ran past {timeout_s:.0f} s"
             return run
@@ -255,10 +267,14 @@ class TrialRunner:
             run.reason = (f"ran past its limit of {profile.max_seconds:g} s: {done:.0f} of {profile.requests} "
                           f"requests finished ({run.metrics.successful_requests:.0f} succeeded)")
             return run
-        if run.metrics.success_rate < job.min_success_rate:
+        # A profile's SLO may set its own floor (a 64-request CI profile cannot demand 99 %:
+        # one request still in flight when guidellm stops is already 1.6 %).
+        floor = profile.slo.min_success_rate if profile.slo and profile.slo.min_success_rate is not None \
+            else job.min_success_rate
+        if run.metrics.success_rate < floor:
             run.status = Status.low_success_rate
             run.reason = (f"{run.metrics.successful_requests:.0f} of {run.metrics.total_requests:.0f} requests "
-                          f"succeeded ({run.metrics.success_rate:.1%} < {job.min_success_rate:.0%})")
+                          f"succeeded ({run.metrics.success_rate:.1%} < {floor:.0%})")
         return run
 
     def _scrub_artifacts(self) -> None:

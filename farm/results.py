@@ -102,6 +102,9 @@ class ProfileRun(BaseModel):
     finished_at: float | None = None
     report_file: str | None = Field(default=None, description="guidellm's JSON report, relative to the trial directory.")
     cache_reset: bool | None = Field(default=None, description="Whether the prefix cache was reset before this run.")
+    engine_counters: dict[str, float] = Field(
+        default_factory=dict, description="The engine's own counters over this run (after minus before), "
+        "e.g. prefix_cache_hits, from its /metrics endpoint.")
     warnings: list[str] = Field(default_factory=list)
     node: str | None = Field(default=None, description="Node of this run when it differs from the trial's "
                              "(a later pass of `--repeats auto` may run elsewhere); none = the trial's node.")

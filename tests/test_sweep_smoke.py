@@ -66,7 +66,7 @@ def test_every_trial_is_a_child_run_with_params_metrics_and_artifacts(smoke):
             assert metrics[f"{profile}/total_tps"] > 0
             assert metrics[f"{profile}/ttft_mean_ms"] > 0
             assert metrics[f"{profile}/tpot_mean_ms"] > 0
-            assert metrics[f"{profile}/success_rate"] == pytest.approx(1.0, abs=0.05)
+            assert metrics[f"{profile}/success_rate"] >= 0.9  # the profiles' SLO floor
         files = {a.path for a in client.list_artifacts(child.info.run_id, "files")}
         assert "files/engine.log" in files
         assert "files/smoke_chat-r0.json" in files and "files/smoke_generation-r0.json" in files

