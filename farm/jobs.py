@@ -1,7 +1,8 @@
 """`farm sweep --address http://HEAD:8265`: the sweep as a Ray job, submitted through the Jobs API.
 
 The project (farm's code and configs, without virtual environments, engines, models and local
-results) and the study travel in the job's runtime environment; datasets and models do not,
+results) and the study (a file of the project as it is, any other with its includes merged)
+travel in the job's runtime environment; datasets and models do not,
 they live on the nodes at the paths the study names. The job's entrypoint is the same
 `farm sweep` on the head node (`--address auto` there), so what runs on the cluster is exactly
 what runs on a laptop. This side prints the job id and the dashboard link, follows the job's
@@ -112,10 +113,13 @@ def connect(address: str):
 # -- what travels with the job ----------------------------------------------------------
 
 
-def stage(study_data: dict, dest: Path) -> Path:
-    """A copy of the project with the study (includes merged) at `JOB_STUDY`; returns its root."""
+def stage(study_data: dict | None, dest: Path) -> Path:
+    """A copy of the project, with the study (includes merged) at `JOB_STUDY` when it comes from
+    outside the project (`None`: the study is one of the project's files); returns its root."""
     root = dest / "farm"
     shutil.copytree(PROJECT, root, ignore=shutil.ignore_patterns(*EXCLUDES), symlinks=True)
+    if study_data is None:
+        return root
     study_file = root / JOB_STUDY
     study_file.parent.mkdir(parents=True, exist_ok=True)
     study_file.write_text("# The study as submitted (includes merged); farm sweep --address http://...\n"
@@ -129,13 +133,14 @@ class SweepArgs:
 
     grid: str
     tracking_uri: str
+    config: str = JOB_STUDY  # relative to the project's root on the head
     experiment: str | None = None
     resume: str | None = None
     repeats: int | None = None
     workdir: str | None = None
 
     def entrypoint(self) -> str:
-        argv = ["python", "-m", "farm.cli", "sweep", "--config", JOB_STUDY, "--grid", self.grid,
+        argv = ["python", "-m", "farm.cli", "sweep", "--config", self.config, "--grid", self.grid,
                 "--address", "auto", "--tracking-uri", self.tracking_uri]
         for flag, value in (("--experiment", self.experiment), ("--resume", self.resume),
                             ("--repeats", self.repeats), ("--workdir", self.workdir)):
@@ -158,7 +163,7 @@ def check_tracking_for_cluster(uri: str | None) -> str:
 # -- submit and follow ------------------------------------------------------------------
 
 
-def submit_sweep(address: str, study_data: dict, args: SweepArgs, *, wait: bool = True,
+def submit_sweep(address: str, study_data: dict | None, args: SweepArgs, *, study_name: str = "", wait: bool = True,
                  out=None) -> int:
     """Submit; follow the log unless `wait` is false. Returns the exit code for `farm sweep`."""
     out = out or sys.stdout
@@ -168,7 +173,7 @@ def submit_sweep(address: str, study_data: dict, args: SweepArgs, *, wait: bool 
         root = stage(study_data, Path(tmp))
         runtime_env = {"working_dir": str(root), "env_vars": {SUBMISSION_ENV: submission_id}}
         job_id = client.submit_job(entrypoint=args.entrypoint(), submission_id=submission_id, runtime_env=runtime_env,
-                                   metadata={"farm.grid": args.grid, "farm.study": str(study_data.get("name", ""))})
+                                   metadata={"farm.grid": args.grid, "farm.study": study_name})
     print(f"submitted job {job_id}: farm sweep --grid {args.grid} on {dashboard_url(address)}", file=out)
     print(f"dashboard: {job_link(address, job_id)}", file=out)
     if not wait:
@@ -244,15 +249,29 @@ def tag_sweep_with_submission(uri: str, sweep_id: str) -> None:
         tracking.client(uri).set_tag(sweep_id, "farm.submission_id", submission_id)
 
 
+def _shipped(path: Path) -> bool:
+    """Whether `path` is one of the project's files that `stage` copies."""
+    import fnmatch
+
+    if not path.is_relative_to(PROJECT):
+        return False
+    parts = path.relative_to(PROJECT).parts
+    return not any(fnmatch.fnmatch(part, pattern) for part in parts for pattern in EXCLUDES)
+
+
 def submit_from_cli(config: str | None, address: str, *, grid: str, tracking_uri: str | None,
                     experiment: str | None, resume: str | None, repeats: int | None, workdir: str | None,
                     wait: bool) -> int:
-    """`farm sweep --address http://...`: the study (includes merged) and the options go to the head."""
+    """`farm sweep --address http://...`: the study and the options go to the head.
+
+    A study inside the project travels as the project's own file (its includes and `./` paths
+    resolve as they do here); one from elsewhere travels with its includes merged, at `JOB_STUDY`."""
     from farm.spec import DEFAULT_CONFIG, _read_yaml
 
     source = (Path(config) if config else DEFAULT_CONFIG).resolve()
     data = _read_yaml(source, {source})
     uri = check_tracking_for_cluster(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
-    args = SweepArgs(grid=grid, tracking_uri=uri, experiment=experiment, resume=resume, repeats=repeats,
-                     workdir=workdir)
-    return submit_sweep(address, data, args, wait=wait)
+    inside = _shipped(source)
+    args = SweepArgs(grid=grid, tracking_uri=uri, config=str(source.relative_to(PROJECT)) if inside else JOB_STUDY,
+                     experiment=experiment, resume=resume, repeats=repeats, workdir=workdir)
+    return submit_sweep(address, None if inside else data, args, study_name=str(data.get("name", "")), wait=wait)

@@ -89,3 +89,12 @@ def test_prometheus_text_parsing():
             'ray_farm_trials{Component="core_worker",state="done",sweep="ab"} 8.0\n'
             'ray_farm_trials_other{state="x"} 1\n')
     assert parse_prometheus(text, "ray_farm_trials") == [({"Component": "core_worker", "state": "done", "sweep": "ab"}, 8.0)]
+
+
+def test_a_study_from_outside_the_project_travels_merged(tmp_path):
+    from farm.jobs import JOB_STUDY, PROJECT, _shipped
+
+    assert _shipped(PROJECT / "configs" / "smoke.yaml")
+    assert not _shipped(tmp_path / "study.yaml")
+    assert not _shipped(PROJECT / ".venv" / "x.yaml") and not _shipped(PROJECT / "farm-runs" / "s.yaml")
+    assert JOB_STUDY.startswith(".farm-job/")
