@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import tempfile
 from dataclasses import dataclass
@@ -32,6 +33,9 @@ def check_datasets(study: Study, trials: list[Trial]) -> None:
         path = study.profiles[name].data.resolved_path()
         if path is not None and not path.is_file():
             why = "is a directory, not a file" if path.is_dir() else "does not exist"
+            unset = sorted(set(re.findall(r"\$\{?(\w+)\}?", str(path))))
+            if unset:
+                why += f" ({', '.join(unset)} not set)"
             raise UserError(f"dataset file {path} {why}", file=study.source, key=f"profiles.{name}.data.path")
 
 

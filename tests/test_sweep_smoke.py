@@ -108,8 +108,11 @@ def test_dry_run_lists_the_full_study_without_starting_anything(tmp_path):
 
 def test_a_trial_needing_more_gpus_than_any_node_is_refused(tmp_path):
     """The seed grid needs one GPU per trial; this machine's local Ray has none: exit 2, nothing logged."""
+    data = tmp_path / "data"  # the seed grid's ShareGPT file must exist for a local sweep to get this far
+    data.mkdir()
+    (data / "ShareGPT_V3_unfiltered_cleaned_split.json").write_text("[]")
     proc = run_farm("sweep", "--grid", "seed", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
-                    "--workdir", str(tmp_path / "runs"), cwd=tmp_path, timeout=300)
+                    "--workdir", str(tmp_path / "runs"), cwd=tmp_path, timeout=300, env={"FARM_DATA_DIR": str(data)})
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "needs 1 GPU(s) on one node; the largest node has 0" in lines[0]
