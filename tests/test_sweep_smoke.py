@@ -9,7 +9,7 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import run_farm
+from conftest import REPO, run_farm
 
 pytestmark = pytest.mark.slow
 
@@ -106,15 +106,26 @@ def test_dry_run_lists_the_full_study_without_starting_anything(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+GPU_STUDY = """
+name: needs-gpus
+primary_profile: smoke_chat
+include: [{smoke}]
+grids:
+  two_gpus:
+    profiles: [smoke_chat]
+    blocks:
+      - {{engine: mock, models: [tiny], flags: {{gpus: 2}}}}
+"""
+
+
 def test_a_trial_needing_more_gpus_than_any_node_is_refused(tmp_path):
-    """The seed grid needs one GPU per trial; this machine's local Ray has none: exit 2, nothing logged."""
-    data = tmp_path / "data"  # the seed grid's ShareGPT file must exist for a local sweep to get this far
-    data.mkdir()
-    (data / "ShareGPT_V3_unfiltered_cleaned_split.json").write_text("[]")
-    proc = run_farm("sweep", "--grid", "seed", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
-                    "--workdir", str(tmp_path / "runs"), cwd=tmp_path, timeout=300, env={"FARM_DATA_DIR": str(data)})
-    assert proc.returncode == 2, proc.stderr[-2000:]
+    """A trial asks for 2 GPUs; this machine's local Ray has none: exit 2, nothing logged."""
+    study = tmp_path / "study.yaml"
+    study.write_text(GPU_STUDY.format(smoke=REPO / "configs" / "smoke.yaml"))
+    proc = run_farm("sweep", "--config", str(study), "--grid", "two_gpus", "--tracking-uri",
+                    f"sqlite:///{tmp_path / 'mlflow.db'}", "--workdir", str(tmp_path / "runs"), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1 and "needs 1 GPU(s) on one node; the largest node has 0" in lines[0]
+    assert len(lines) == 1 and "needs 2 GPU(s) on one node" in lines[0] and "has 0" in lines[0], lines
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "runs").exists()
