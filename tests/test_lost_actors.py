@@ -1,13 +1,15 @@
 """Lost actors and nodes, with real Ray in this process: the sweep goes on, engines do not linger.
 
-- An actor killed with `ray.kill` in the middle of its trial: its engine is gone within 10 s
-  (the engine's watchdog sees its owner die), its port is free again, and the driver retries the
-  trial (node_lost is transient) to a good result.
-- A simulated cluster (`ray.cluster_utils.Cluster`, a head that takes no trials and two worker
-  nodes): one trial's first start finds its port taken (port_in_use, retried on the other node);
-  a node is removed with `Cluster.remove_node` while a trial benchmarks on it: that trial
-  finishes on the other node, its engine on the removed node is gone, and MLflow holds each
-  trial once.
+One sweep on a simulated cluster (`ray.cluster_utils.Cluster`: a head that takes no trials and
+two worker nodes), three trials, three incidents, all real:
+- `squat`: its first start finds its port taken by another process (a real EADDRINUSE from the
+  mock server): port_in_use, retried on the other node;
+- `bystander`: its actor is killed with `ray.kill` once its engine listens: the engine is gone
+  within 10 s (its watchdog sees the actor's process die), the port is free, and the trial is
+  retried (node_lost) to a good result;
+- `victim`: its node is removed with `Cluster.remove_node` while it benchmarks: its engine on
+  that node is gone within 10 s and the trial finishes on the other node.
+MLflow holds each trial once, with its final answer.
 """
 
 from __future__ import annotations
@@ -24,53 +26,8 @@ from sweeptools import (alive, child_runs, engine_of, port_free, profile_started
 
 pytestmark = pytest.mark.slow
 
-QUICK = {"data": {"kind": "synthetic", "prompt_tokens": 16, "output_tokens": 8}, "rate": 1000,
-         "requests": 4, "max_concurrency": 4, "max_seconds": 60}
-
-
-def test_an_actor_killed_mid_trial_takes_its_engine_along_and_the_trial_is_retried(tmp_path):
-    import ray
-
-    from actors.bench import TrialJob
-    from farm.driver import actor_name, run_trials
-    from farm.grid import expand
-    from farm.spec import load_study
-
-    study = load_study(write_study(tmp_path / "kill.yaml", name="kill", grid="one", profile=QUICK,
-                                   blocks=[{"engine": "mock", "models": ["tiny"], "name": "victim",
-                                            "flags": {"itl-ms": 50}}]))
-    (trial,) = expand(study, "one")
-    job = TrialJob(sweep_id="kill-test", trial=trial, engine_spec=study.engines["mock"],
-                   profiles={"p": study.profiles["p"]}, workdir=str(tmp_path / "runs"))
-    seen: dict = {}
-
-    def killer() -> None:
-        actor = wait_until(lambda: _named(ray, actor_name("kill-test", trial, 1)), 120, what="the actor")
-        # the engine answers: the trial is under way
-        pid = wait_until(lambda: ray.get(actor.engine_pid.remote()), 120, what="the engine to start")
-        port = ray.get(actor.engine_port.remote())
-        wait_until(lambda: not port_free(port), 120, what="the engine to listen")
-        seen.update(pid=pid, port=port)
-        ray.kill(actor)
-        seen["gone_s"] = seconds_until_dead([pid], 10)
-
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        thread = threading.Thread(target=killer, daemon=True)
-        thread.start()
-        events: list[tuple[str, int]] = []
-        (result,) = run_trials([job], max_in_flight=1, max_retries=2,
-                               on_event=lambda kind, j, r: events.append((kind, j.attempt)))
-        thread.join(timeout=30)
-    finally:
-        ray.shutdown()
-    assert seen.get("gone_s") is not None, "the engine did not end within 10 s of ray.kill"
-    assert not alive(seen["pid"]) and port_free(seen["port"])
-    assert ("retry", 1) in events and ("finished", 2) in events
-    assert result.status.value == "ok" and result.attempt == 2
-    assert len(result.previous_attempts) == 1 and ": node_lost: actor or node lost" in result.previous_attempts[0]
-    assert result.engine_pid != seen["pid"]
-    print(f"engine gone {seen['gone_s']:.1f} s after ray.kill")
+PROFILE = {"data": {"kind": "synthetic", "prompt_tokens": 16, "output_tokens": 8}, "rate": 1000,
+           "requests": 4, "max_concurrency": 4, "max_seconds": 60}
 
 
 def _named(ray, name: str):
@@ -80,107 +37,131 @@ def _named(ray, name: str):
         return None
 
 
-@pytest.fixture
-def loopback_env():
-    from raynodes import LOOPBACK_ENV
-
-    saved = {k: os.environ.get(k) for k in LOOPBACK_ENV}
-    os.environ.update(LOOPBACK_ENV)
-    yield
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-
-
-def test_a_node_removed_mid_sweep_and_a_taken_port_are_survived(tmp_path, loopback_env):
+@pytest.fixture(scope="module")
+def lost(tmp_path_factory):
     import ray
     from ray.cluster_utils import Cluster
 
     from farm import driver
     from farm.grid import expand
     from farm.spec import load_study
+    from raynodes import LOOPBACK_ENV
 
+    tmp = tmp_path_factory.mktemp("lost")
     study = load_study(write_study(
-        tmp_path / "nodes.yaml", name="nodes", grid="three", max_concurrent=3, max_retries=2,
-        profile={**QUICK, "requests": 4}, engine={"launcher": wrapper_launcher(),
-                                                  "env": {"FARM_TEST_SQUAT": str(tmp_path / "squatted")}},
+        tmp / "lost.yaml", name="lost", grid="three", max_concurrent=3, max_retries=2, profile=PROFILE,
+        engine={"launcher": wrapper_launcher(), "env": {"FARM_TEST_SQUAT": str(tmp / "squatted")}},
         blocks=[{"engine": "mock", "models": ["tiny"], "name": "squat", "flags": {"ttft-ms": 51}},
                 {"engine": "mock", "models": ["tiny"], "name": "victim", "flags": {"ttft-ms": 52, "itl-ms": 400}},
                 {"engine": "mock", "models": ["tiny"], "name": "bystander", "flags": {"ttft-ms": 53}}]))
     trials = expand(study, "three")
     ids = {t.name: t.id for t in trials}
-    workdir = tmp_path / "runs"
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-    workers = [cluster.add_node(num_cpus=2) for _ in range(2)]
-    cluster.wait_for_nodes()
+    names = {v: k for k, v in ids.items()}
+    workdir = tmp / "runs"
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
     placed: queue.Queue = queue.Queue()
-    removal: dict = {}
-
-    def remover() -> None:
-        node_id = None
-        while node_id is None:
-            name, attempt, node = placed.get(timeout=300)
-            if name == ids["victim"] and attempt == 1:
-                node_id = node
-        wait_until(lambda: profile_started(workdir, ids["victim"]), 300, what="the victim's benchmark")
-        removal["pid"], removal["port"] = engine_of(workdir, ids["victim"])
-        removal["node"] = node_id
-        print(f"[{time.monotonic() - t0:6.1f}s] removing node {node_id[:12]}", flush=True)
-        cluster.remove_node(next(w for w in workers if w.node_id == node_id))
-        print(f"[{time.monotonic() - t0:6.1f}s] removed", flush=True)
-        removal["gone_s"] = seconds_until_dead([removal["pid"]], 10)
-
+    incidents: dict = {}
+    log: list[str] = []
     t0 = time.monotonic()
 
-    def on_event(kind, job, result) -> None:
-        print(f"[{time.monotonic() - t0:6.1f}s] {kind} {job.trial.name} a{job.attempt}"
-              + (f" {result.status.value}" if result else ""), flush=True)
-        if kind == "placed":
-            placed.put((job.trial.id, job.attempt, _node_of(ray, job)))
+    def note(text: str) -> None:
+        log.append(f"[{time.monotonic() - t0:6.1f}s] {text}")
 
+    def kill_actor(actor) -> None:
+        pid = wait_until(lambda: ray.get(actor.engine_pid.remote()), 120, what="the bystander's engine")
+        port = ray.get(actor.engine_port.remote())
+        wait_until(lambda: not port_free(port), 120, what="the bystander's engine to listen")
+        note(f"ray.kill bystander (engine {pid} on port {port})")
+        ray.kill(actor)
+        incidents["kill"] = dict(pid=pid, port=port, gone_s=seconds_until_dead([pid], 10))
+
+    def remove_node(node_id: str) -> None:
+        wait_until(lambda: profile_started(workdir, ids["victim"]), 300, what="the victim's benchmark")
+        pid, port = engine_of(workdir, ids["victim"])
+        note(f"remove_node {node_id[:12]} (victim's engine {pid})")
+        cluster.remove_node(next(w for w in workers if w.node_id == node_id))
+        incidents["remove"] = dict(pid=pid, port=port, node=node_id, gone_s=seconds_until_dead([pid], 10))
+
+    def incidents_thread() -> None:
+        todo = {"bystander", "victim"}
+        while todo:
+            trial_id, attempt, node, actor = placed.get(timeout=300)
+            name = names[trial_id]
+            if attempt == 1 and name in todo:
+                todo.discard(name)
+                target = kill_actor if name == "bystander" else remove_node
+                threading.Thread(target=target, args=(actor if name == "bystander" else node,), daemon=True).start()
+
+    def on_event(kind, job, result) -> None:
+        note(f"{kind} {names[job.trial.id]} a{job.attempt}" + (f" {result.status.value}" if result else ""))
+        if kind == "placed":
+            actor = _named(ray, driver.actor_name(job.sweep_id, job.trial, job.attempt))
+            node = ray.get(actor.node.remote(), timeout=60)["node_id"] if actor else None
+            placed.put((job.trial.id, job.attempt, node, actor))
+
+    saved = {k: os.environ.get(k) for k in LOOPBACK_ENV}
+    os.environ.update(LOOPBACK_ENV)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    workers = [cluster.add_node(num_cpus=2) for _ in range(2)]
     try:
+        cluster.wait_for_nodes()
         ray.init(address=cluster.address, log_to_driver=False)
-        thread = threading.Thread(target=remover, daemon=True)
-        thread.start()
-        outcome = driver.run_sweep(study, "three", trials, tracking_uri=uri, experiment="nodes", address=cluster.address,
+        watcher = threading.Thread(target=incidents_thread, daemon=True)
+        watcher.start()
+        outcome = driver.run_sweep(study, "three", trials, tracking_uri=uri, experiment="lost", address=cluster.address,
                                    resume=None, repeats=1, workdir=workdir, command="test_lost_actors",
                                    on_event=on_event)
-        thread.join(timeout=60)
+        time.sleep(0.5)
     finally:
         ray.shutdown()
         cluster.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    print("\n".join(log))
+    return dict(outcome=outcome, by={r.trial.name: r for r in outcome.results}, ids=ids, uri=uri,
+                incidents=incidents, log=log)
 
-    assert removal.get("gone_s") is not None, "the removed node's engine did not end within 10 s"
+
+def test_every_trial_ends_ok_and_is_in_mlflow_once(lost):
+    by = lost["by"]
+    assert {n: r.status.value for n, r in by.items()} == {"squat": "ok", "victim": "ok", "bystander": "ok"}, lost["log"]
+    runs = child_runs(lost["uri"], lost["outcome"].sweep_id)
+    assert sorted(r.data.tags["farm.trial_id"] for r in runs) == sorted(lost["ids"].values())  # each once
+    assert {r.data.tags["farm.status"] for r in runs} == {"ok"}
+    assert all(r.data.tags["farm.previous_attempts"] for r in runs)  # every one needed a second attempt
+
+
+def test_an_actor_killed_with_ray_kill_takes_its_engine_along(lost):
+    kill = lost["incidents"].get("kill")
+    assert kill and kill["gone_s"] <= 10, lost["log"]
+    assert not alive(kill["pid"]) and port_free(kill["port"])
+    bystander = lost["by"]["bystander"]
+    assert bystander.attempt >= 2 and ": node_lost: actor or node lost" in bystander.previous_attempts[0]
+    assert bystander.engine_pid != kill["pid"]
+    print(f"engine gone {kill['gone_s']:.1f} s after ray.kill")
+
+
+def test_a_removed_node_loses_nothing_and_leaves_no_engine(lost):
+    removal = lost["incidents"].get("remove")
+    assert removal and removal["gone_s"] <= 10, lost["log"]
     assert not alive(removal["pid"])
-    by = {r.trial.name: r for r in outcome.results}
-    assert {n: r.status.value for n, r in by.items()} == {"squat": "ok", "victim": "ok", "bystander": "ok"}
-    victim, squat = by["victim"], by["squat"]
-    # the victim was lost with its node and finished on the other one
+    victim = lost["by"]["victim"]
     assert victim.attempt >= 2 and victim.node_id != removal["node"]
     assert ": node_lost: " in victim.previous_attempts[0] and removal["node"][:12] in victim.previous_attempts[0]
-    # the taken port was retried, on another node than the first start (that attempt may itself
-    # have been on the removed node: then a third attempt finished the trial)
-    assert squat.attempt >= 2 and ": port_in_use: " in squat.previous_attempts[0], squat.previous_attempts
-    nodes = [line.split(" on node ")[1][:12] for line in squat.previous_attempts] + [squat.node_id[:12]]
-    assert nodes[1] != nodes[0], squat.previous_attempts
-    assert all(": node_lost: " in line for line in squat.previous_attempts[1:]), squat.previous_attempts
-    # nothing duplicated: each trial id once among the sweep's child runs, each with its final answer
-    runs = child_runs(uri, outcome.sweep_id)
-    assert sorted(r.data.tags["farm.trial_id"] for r in runs) == sorted(ids.values())
-    assert {r.data.tags["farm.status"] for r in runs} == {"ok"}
     print(f"engine on the removed node gone {removal['gone_s']:.1f} s after remove_node")
 
 
-def _node_of(ray, job) -> str | None:
-    """The node the trial's actor landed on (asked from the actor itself)."""
-    from farm.driver import actor_name
-
-    actor = _named(ray, actor_name(job.sweep_id, job.trial, job.attempt))
-    try:
-        return ray.get(actor.node.remote(), timeout=30)["node_id"] if actor else None
-    except Exception:
-        return None
+def test_a_taken_port_is_retried_on_another_node(lost):
+    squat = lost["by"]["squat"]
+    # Retried on another node than its first start; that attempt may itself have been on the
+    # removed node or its actor the one killed: then one more attempt finished the trial.
+    assert squat.attempt >= 2 and ": port_in_use: " in squat.previous_attempts[0], squat.previous_attempts
+    assert all(": node_lost: " in line for line in squat.previous_attempts[1:]), squat.previous_attempts
+    first = squat.previous_attempts[0].split(" on node ")[1][:12]
+    second = squat.previous_attempts[1] if len(squat.previous_attempts) > 1 else f"on node {squat.node_id}"
+    # An attempt lost before its actor reported its node was waiting on the removed node.
+    second_node = second.split("on node ")[1][:12] if "on node " in second else lost["incidents"]["remove"]["node"][:12]
+    assert second_node != first, squat.previous_attempts
