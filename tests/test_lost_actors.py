@@ -49,10 +49,10 @@ def lost(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("lost")
     study = load_study(write_study(
-        tmp / "lost.yaml", name="lost", grid="three", max_concurrent=3, max_retries=2, profile=PROFILE,
+        tmp / "lost.yaml", name="lost", grid="three", max_concurrent=2, max_retries=2, profile=PROFILE,
         engine={"launcher": wrapper_launcher(), "env": {"FARM_TEST_SQUAT": str(tmp / "squatted")}},
         blocks=[{"engine": "mock", "models": ["tiny"], "name": "squat", "flags": {"ttft-ms": 51}},
-                {"engine": "mock", "models": ["tiny"], "name": "victim", "flags": {"ttft-ms": 52, "itl-ms": 400}},
+                {"engine": "mock", "models": ["tiny"], "name": "victim", "flags": {"ttft-ms": 52, "itl-ms": 1500}},
                 {"engine": "mock", "models": ["tiny"], "name": "bystander", "flags": {"ttft-ms": 53}}]))
     trials = expand(study, "three")
     ids = {t.name: t.id for t in trials}
@@ -60,6 +60,7 @@ def lost(tmp_path_factory):
     workdir = tmp / "runs"
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     placed: queue.Queue = queue.Queue()
+    placements: dict[tuple[str, int], str | None] = {}
     incidents: dict = {}
     log: list[str] = []
     t0 = time.monotonic()
@@ -77,6 +78,8 @@ def lost(tmp_path_factory):
 
     def remove_node(node_id: str) -> None:
         wait_until(lambda: profile_started(workdir, ids["victim"]), 300, what="the victim's benchmark")
+        # Not before the taken port's retry found its node: while both nodes live, it has a choice.
+        wait_until(lambda: ("squat", 2) in placements, 300, what="the second start of 'squat'")
         pid, port = engine_of(workdir, ids["victim"])
         note(f"remove_node {node_id[:12]} (victim's engine {pid})")
         cluster.remove_node(next(w for w in workers if w.node_id == node_id))
@@ -97,6 +100,7 @@ def lost(tmp_path_factory):
         if kind == "placed":
             actor = _named(ray, driver.actor_name(job.sweep_id, job.trial, job.attempt))
             node = ray.get(actor.node.remote(), timeout=60)["node_id"] if actor else None
+            placements[(names[job.trial.id], job.attempt)] = node
             placed.put((job.trial.id, job.attempt, node, actor))
 
     saved = {k: os.environ.get(k) for k in LOOPBACK_ENV}
