@@ -181,7 +181,10 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
                 try:
                     if result.status in TRANSIENT and from_actor:
                         # Out of retries: the actor kept this one back; it is the last word now.
-                        ray.get(actor.record.remote())
+                        try:
+                            ray.get(actor.record.remote())
+                        except RayError:  # the actor could not store it: the loss is still shown
+                            log_lost(result)
                     elif not from_actor:
                         # The actor died before it could log; the sweep must still show the loss.
                         log_lost(result)
