@@ -12,8 +12,12 @@ Two identical configurations differ only by noise, so at the 95 % level farm mus
 winner in at most 5 % of the comparisons. The script prints the count, the rate and its own
 Clopper-Pearson interval. It is a benchmark, not a test.
 
-    python bench/aa.py                       # default: 40 comparisons x 2 trials x 3 repeats, ~10-15 min on 2 cores
+    python bench/aa.py                       # default: 30 comparisons x 2 trials x 3 repeats
     python bench/aa.py --comparisons 10      # a quick look
+
+Each comparison costs two engine starts and six guidellm client runs, run two at a time: about
+25 s on 2 idle cores (the estimate behind the default's ~12 min), 50 s at a load average of 5,
+and 100 s at 20 (measured: 40 comparisons took 44 min on 2 cores shared with other test suites).
     python bench/aa.py --json aa.json        # also write every comparison's numbers
 """
 
@@ -98,7 +102,7 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--comparisons", type=int, default=40, help="independent A/A comparisons (default 40)")
+    ap.add_argument("--comparisons", type=int, default=30, help="independent A/A comparisons (default 30)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per trial (default 3, as a sweep would use)")
     ap.add_argument("--requests", type=int, default=32)
     ap.add_argument("--concurrency", type=int, default=8)
@@ -127,7 +131,7 @@ def main() -> int:
                 print(f"  {i + 1:3d}/{args.comparisons}  not counted: trial statuses {row['statuses']}", flush=True)
                 continue
             print(f"  {i + 1:3d}/{args.comparisons}  {row['decision']:<12} "
-                  f"A-B {row['relative_pct'] if row['relative_pct'] is not None else float('nan'):+6.2f} % {interval:<20} "
+                  f"lead {row['relative_pct'] if row['relative_pct'] is not None else float('nan'):+6.2f} % {interval:<20} "
                   f"p = {row['p'] if row['p'] is not None else float('nan'):.3f}  "
                   f"[{time.monotonic() - started:5.0f} s]", flush=True)
     valid = [r for r in rows if r["decision"] in ("winner", "tie")]
