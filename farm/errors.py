@@ -25,3 +25,14 @@ class UserError(Exception):
 
 class SpecError(UserError):
     """The study file is malformed, has unknown keys, or names things that do not exist."""
+
+
+def key_path(loc: tuple) -> str:
+    """A pydantic error location as the user's key path: `grids.smoke.blocks[0].engine`."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError, field_validator
 
-from farm.errors import UserError
+from farm.errors import UserError, key_path
 from farm.results import Status
 
 if TYPE_CHECKING:  # keep the effects layer and the study out of this module's import graph
@@ -219,16 +219,6 @@ class _FileResults(BaseModel):
     schema_version: StrictInt | None = None
 
 
-def _key_path(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
 _TYPE_WORDS = {
     "string_type": "expected a string",
     "int_type": "expected a whole number",
@@ -245,13 +235,13 @@ def _describe(err: dict) -> tuple[str, str]:
     # Unions report one error per member with the member type in the location; keep the user's keys.
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
     if err["type"] in ("int_type", "float_type") and len(loc) >= 2 and loc[-2] == "metrics":
-        return _key_path(loc), f"expected a number, got {json.dumps(err.get('input'))}"
+        return key_path(loc), f"expected a number, got {json.dumps(err.get('input'))}"
     if err["type"] == "enum":
-        return _key_path(loc), f"unknown value {json.dumps(err.get('input'))} (known: {err['ctx']['expected']})"
+        return key_path(loc), f"unknown value {json.dumps(err.get('input'))} (known: {err['ctx']['expected']})"
     reason = _TYPE_WORDS.get(err["type"]) or err["msg"].removeprefix("Value error, ")
     if err["type"] in ("string_type", "int_type", "float_type", "list_type", "dict_type", "model_type"):
         reason += f", got {json.dumps(err.get('input'))[:60]}"
-    return _key_path(loc), reason
+    return key_path(loc), reason
 
 
 def _validate_file(data: Any, shown: str) -> _FileResults:

@@ -15,7 +15,7 @@ from typing import Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from farm.errors import SpecError
+from farm.errors import SpecError, key_path
 from farm.knobs import KnobError, parse_knob
 
 FlagValue = Union[bool, int, float, str, dict, list, None]
@@ -507,16 +507,6 @@ def _resolve_relative_paths(data: dict, base: Path) -> None:
                     model[field] = fix(model[field])
 
 
-def _key_path(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
 def load_study(path: str | Path | None = None) -> Study:
     """Read and validate a study; raises `SpecError` with file, key path and reason."""
     source = Path(path) if path else DEFAULT_CONFIG
@@ -537,7 +527,7 @@ def load_study(path: str | Path | None = None) -> Study:
         elif err["type"] == "missing":
             msg = "required key missing"
         msg = msg.removeprefix("Value error, ")
-        raise SpecError(msg, file=shown, key=_key_path(loc) or None) from None
+        raise SpecError(msg, file=shown, key=key_path(loc) or None) from None
     study._source = shown
     return study
 
