@@ -128,7 +128,12 @@ class RunRecord(_Strict):
 
     @property
     def success_rate(self) -> float | None:
-        """Successful requests over the requests its profile asked for (not over those that ended)."""
+        """Successful requests over the requests its profile asked for (not over those that ended).
+
+        farm's own runs carry the rate their parser computed (it also counts requests served after
+        guidellm's measurement window); a results file's runs are computed here."""
+        if self.metrics.get("success_rate") is not None:
+            return self.metrics["success_rate"]
         ok = self.metrics.get("successful_requests")
         if ok is not None and self.total_requests:
             return ok / self.total_requests

@@ -176,6 +176,10 @@ def parse_benchmark(bench: dict, total_requests: int | None = None) -> RunMetric
         raise ReportError(f"guidellm report lacks {exc}") from None
     ok = float(totals.get("successful", 0))
     asked = float(total_requests or totals.get("total") or 0)
+    # guidellm 0.8.1 leaves requests that complete after its measurement window closes out of its
+    # metrics, while its scheduler still counts them as successful: they were served, so they
+    # count toward the success rate (the token totals stay those of the window).
+    served = max(ok, float((bench.get("scheduler_state") or {}).get("successful_requests") or 0))
     prompt = _stat(m, "prompt_token_count", "total_sum") or 0.0
     output = _stat(m, "output_token_count", "total_sum") or 0.0
     # Guard against a zero-length benchmark (e.g. every request failed at once).
@@ -187,7 +191,7 @@ def parse_benchmark(bench: dict, total_requests: int | None = None) -> RunMetric
         errored_requests=float(totals.get("errored", 0)),
         incomplete_requests=float(totals.get("incomplete", 0)),
         total_requests=asked,
-        success_rate=(ok / asked) if asked else 0.0,
+        success_rate=min(1.0, served / asked) if asked else 0.0,
         max_concurrency=strategy.get("max_concurrency"),
         duration_s=duration,
         total_input_tokens=prompt,
