@@ -30,6 +30,7 @@ from farm.results import (TRANSIENT, ProfileRun, ReportError, Status, TrialResul
 from farm.secrets import redact_flags, scrub, secret_values
 from farm.spec import EngineSpec, ProfileSpec
 from farm.tokenizer import cache_dir, resolve_tokenizer
+from farm.warmup import warm
 from farm.trial import Trial
 
 LOG_TAIL_LINES = 60
@@ -186,6 +187,9 @@ class TrialRunner:
         result.command = redact_args(argv, self.engine.secret_flags(spec))
         (self.dir / "command.txt").write_text(" ".join(result.command) + "\n")
         result.engine_version = self._version()
+        problem = warm(self.engine, spec, trial.model, env, cache_dir() / "warm", spec.ready_timeout_s)
+        if problem:
+            result.engine_reported["warmup"] = scrub(problem, self._secrets)
         with self._lock:
             if self._cancelled.is_set():
                 return
@@ -203,8 +207,8 @@ class TrialRunner:
         except ReadyTimeout as exc:
             result.status, result.reason = self._engine_failure(Status.engine_failed_to_start, str(exc))
             return
-        result.engine_reported = {"ready_s": round(ready_s, 2),
-                                  **self.engine.reported_capacity(tail(self.dir / "engine.log", 2000, 2_000_000))}
+        result.engine_reported.update({"ready_s": round(ready_s, 2),
+                                       **self.engine.reported_capacity(tail(self.dir / "engine.log", 2000, 2_000_000))})
 
         plan = [(name, r) for r in range(job.repeats) for name in trial.profiles]
         # Interleave profiles and repeats in a seeded order, so drift over time (thermals, a noisy

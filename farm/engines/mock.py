@@ -49,5 +49,8 @@ class MockEngine(Engine):
         flags = {k: v for k, v in trial.all_flags.items() if k != self.gpus_flag}
         return self.model_args(trial.model) + render_flags(flags)
 
+    def warmup_command(self, spec: EngineSpec, model: str) -> list[str] | None:
+        return None  # the mock server loads no weights
+
     def version_command(self, spec: EngineSpec) -> list[str] | None:
         return [self.launcher(spec)[0], "--version"]
