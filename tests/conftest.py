@@ -12,6 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SEED_FILE = FIXTURES / "seed-results.json"  # a copy of shared/reference/seed-results.json
 
 # guidellm spawns 10 workers per client by default; 2 are enough for the tests' request rates.
 os.environ.setdefault("GUIDELLM__MAX_WORKER_PROCESSES", "2")
@@ -42,3 +43,18 @@ def run_farm(*args: str, cwd: Path | None = None, env: dict | None = None, timeo
 @pytest.fixture
 def farm_cli():
     return run_farm
+
+
+@pytest.fixture(scope="session")
+def study():
+    """The default study (configs/qwen3.5-35b-a3b-h200.yaml)."""
+    from farm.spec import load_study
+
+    return load_study()
+
+
+@pytest.fixture(scope="session")
+def seed_data() -> dict:
+    import json
+
+    return json.loads(SEED_FILE.read_text())

@@ -27,6 +27,20 @@ BIN = Path(sys.executable).parent
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
+def set_env(values: dict[str, str]):
+    """Set environment variables for a test; returns the function that puts the old ones back."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+
+    def restore() -> None:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return restore
+
+
 def free_ports(n: int) -> list[int]:
     socks, ports = [], []
     for _ in range(n):

@@ -10,17 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from farm.commands.analyze import analyze
-
-SEED_FILE = Path(__file__).parent / "fixtures" / "seed-results.json"
+from conftest import SEED_FILE
 
 
 def invoke(*args: str):
     return CliRunner().invoke(analyze, list(args))
-
-
-@pytest.fixture(scope="module")
-def seed_data() -> dict:
-    return json.loads(SEED_FILE.read_text())
 
 
 def test_seed_text_report(seed_data):

@@ -12,7 +12,6 @@ metrics are read from Ray's Prometheus export endpoint (each node's `metrics_exp
 
 from __future__ import annotations
 
-import os
 import stat
 import threading
 import time
@@ -22,7 +21,7 @@ import httpx
 import pytest
 import yaml
 
-from raynodes import LOOPBACK_ENV, free_ports
+from raynodes import LOOPBACK_ENV, free_ports, set_env
 
 pytestmark = pytest.mark.slow
 
@@ -97,8 +96,7 @@ def cluster_sweep(tmp_path_factory):
     study = load_study(tmp / "study.yaml")
     trials = expand(study, "placement")
 
-    saved = {k: os.environ.get(k) for k in LOOPBACK_ENV}
-    os.environ.update(LOOPBACK_ENV)
+    restore_env = set_env(LOOPBACK_ENV)
     (dashboard_port,) = free_ports(1)
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "num_gpus": 0, "include_dashboard": True, "dashboard_port": dashboard_port,
@@ -130,11 +128,7 @@ def cluster_sweep(tmp_path_factory):
     finally:
         ray.shutdown()
         cluster.shutdown()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_env()
 
 
 def test_every_trial_ran_once_and_is_in_mlflow_once(cluster_sweep):

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from farm.engines import get_engine
+from gpu_launch import serve_once
 from farm.spec import EngineSpec
 from farm.trial import Trial
 
@@ -170,37 +168,10 @@ def test_warmup_downloads_with_the_engines_own_python():
 @pytest.mark.gpu
 @pytest.mark.skipif(importlib.util.find_spec("sglang") is None, reason="sglang is not installed")
 def test_launch_on_gpu(tmp_path):
-    import httpx
-
     model = os.environ.get("FARM_GPU_TEST_MODEL", "Qwen/Qwen3-0.6B")
     trial = _trial({"max-running-requests": 8, "mem-fraction-static": 0.5}, required={"context-length": 2048}, model=model)
     spec = EngineSpec(launcher=[sys.executable, "-m", "sglang.launch_server"])
-    port = 18766
-    log = tmp_path / "engine.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | ENGINE.env(spec, trial)
-    with log.open("w") as out:
-        proc = subprocess.Popen(ENGINE.command(spec, trial, port=port), stdout=out, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
-    try:
-        deadline = time.time() + 900
-        while time.time() < deadline:
-            assert proc.poll() is None, log.read_text()[-4000:]
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}{ENGINE.ready_path}", timeout=30).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(2)
-        else:
-            pytest.fail("SGLang did not become ready")
-        assert httpx.post(f"http://127.0.0.1:{port}{ENGINE.reset_cache_path}", timeout=30).status_code < 300
-        text = log.read_text()
-        assert ENGINE.classify(text) is None
-        got = ENGINE.reported_capacity(text)
-        assert got["kv_cache_tokens"] > 0 and got["max_running_requests"] == 8
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+    text = serve_once(ENGINE, spec, trial, tmp_path / "engine.log", port=18766)
+    assert ENGINE.classify(text) is None
+    got = ENGINE.reported_capacity(text)
+    assert got["kv_cache_tokens"] > 0 and got["max_running_requests"] == 8

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from farm.engines import get_engine
+from gpu_launch import serve_once
 from farm.spec import EngineSpec
 from farm.trial import Trial
 
@@ -247,37 +245,10 @@ def test_one_launcher_kind_at_a_time():
 @pytest.mark.gpu
 @pytest.mark.skipif(shutil.which("vllm") is None, reason="vllm is not installed")
 def test_launch_on_gpu(tmp_path):
-    import httpx
-
     model = os.environ.get("FARM_GPU_TEST_MODEL", "Qwen/Qwen3-0.6B")
     trial = _trial({"max-num-seqs": 8, "gpu-memory-utilization": 0.5}, required={"max-model-len": 2048}, model=model)
     spec = EngineSpec()
-    port = 18765
-    log = tmp_path / "engine.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | ENGINE.env(spec, trial)
-    with log.open("w") as out:
-        proc = subprocess.Popen(ENGINE.command(spec, trial, port=port), stdout=out, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
-    try:
-        deadline = time.time() + 900
-        while time.time() < deadline:
-            assert proc.poll() is None, log.read_text()[-4000:]
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}{ENGINE.ready_path}", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(2)
-        else:
-            pytest.fail("vLLM did not become ready")
-        assert httpx.post(f"http://127.0.0.1:{port}{ENGINE.reset_cache_path}", timeout=30).status_code < 300
-        text = log.read_text()
-        assert ENGINE.classify(text) is None
-        got = ENGINE.reported_capacity(text)
-        assert got["kv_cache_tokens"] > 0 and got["max_model_len"] == 2048
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+    text = serve_once(ENGINE, spec, trial, tmp_path / "engine.log", port=18765)
+    assert ENGINE.classify(text) is None
+    got = ENGINE.reported_capacity(text)
+    assert got["kv_cache_tokens"] > 0 and got["max_model_len"] == 2048

@@ -13,8 +13,8 @@ from farm.records import results_from_data
 from farm.report import EVIDENCE_CODES, build_report, render, report_for, report_json, write_plots
 from farm.select import SelectionSettings, select
 from farm.spec import SLOSpec, load_study
+from conftest import SEED_FILE
 
-SEED_FILE = Path(__file__).parent / "fixtures" / "seed-results.json"
 REQUIRED = ["--ttft-ms=10"]
 
 

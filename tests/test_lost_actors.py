@@ -14,7 +14,6 @@ MLflow holds each trial once, with its final answer.
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
@@ -45,7 +44,7 @@ def lost(tmp_path_factory):
     from farm import driver
     from farm.grid import expand
     from farm.spec import load_study
-    from raynodes import LOOPBACK_ENV
+    from raynodes import LOOPBACK_ENV, set_env
 
     tmp = tmp_path_factory.mktemp("lost")
     study = load_study(write_study(
@@ -103,8 +102,7 @@ def lost(tmp_path_factory):
             placements[(names[job.trial.id], job.attempt)] = node
             placed.put((job.trial.id, job.attempt, node, actor))
 
-    saved = {k: os.environ.get(k) for k in LOOPBACK_ENV}
-    os.environ.update(LOOPBACK_ENV)
+    restore_env = set_env(LOOPBACK_ENV)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     workers = [cluster.add_node(num_cpus=2) for _ in range(2)]
     try:
@@ -119,11 +117,7 @@ def lost(tmp_path_factory):
     finally:
         ray.shutdown()
         cluster.shutdown()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_env()
     print("\n".join(log))
     return dict(outcome=outcome, by={r.trial.name: r for r in outcome.results}, ids=ids, uri=uri,
                 incidents=incidents, log=log)

@@ -5,13 +5,12 @@ never ranked, and the report compares the baseline across the nodes."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO
-from raynodes import LOOPBACK_ENV
+from raynodes import LOOPBACK_ENV, set_env
 
 pytestmark = pytest.mark.slow
 
@@ -51,8 +50,7 @@ def node_sweep(tmp_path_factory):
     (tmp / "study.yaml").write_text(STUDY)
     study = load_study(tmp / "study.yaml")
     trials = expand(study, "nodes")
-    saved = {k: os.environ.get(k) for k in LOOPBACK_ENV}
-    os.environ.update(LOOPBACK_ENV)
+    restore_env = set_env(LOOPBACK_ENV)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "num_gpus": 0})
     workers = [cluster.add_node(num_cpus=2, num_gpus=0) for _ in range(2)]
     cluster.wait_for_nodes()
@@ -66,11 +64,7 @@ def node_sweep(tmp_path_factory):
     finally:
         ray.shutdown()
         cluster.shutdown()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_env()
 
 
 def test_the_baseline_ran_once_more_on_each_worker_node_it_was_pinned_to(node_sweep):

@@ -6,26 +6,13 @@ import copy
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from farm.records import results_from_data
 from farm.report import WARNING_CODES, build_report, render, report_for, report_json, write_plots
 from farm.select import settings_for
-from farm.spec import load_study
-
-SEED_FILE = Path(__file__).parent / "fixtures" / "seed-results.json"
-
-
-@pytest.fixture(scope="module")
-def study():
-    return load_study()
-
-
-@pytest.fixture(scope="module")
-def seed_data() -> dict:
-    return json.loads(SEED_FILE.read_text())
+from conftest import SEED_FILE
 
 
 @pytest.fixture(scope="module")

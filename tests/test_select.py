@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
-from pathlib import Path
 
 import pytest
 
@@ -13,20 +11,8 @@ from farm.grid import expand
 from farm.records import load_results_file, records_from_trials, results_from_data, write_results_file
 from farm.results import ProfileRun, RunMetrics, Status, TrialResult
 from farm.select import SelectionSettings, select, settings_for
-from farm.spec import load_study
 
-SEED_FILE = Path(__file__).parent / "fixtures" / "seed-results.json"
 SEED_FLAGS = {"--reasoning-parser=qwen3", "--performance-mode=throughput", "--max-model-len=32768", "--enable-prefix-caching"}
-
-
-@pytest.fixture(scope="module")
-def study():
-    return load_study()
-
-
-@pytest.fixture(scope="module")
-def seed_data() -> dict:
-    return json.loads(SEED_FILE.read_text())
 
 
 def seed_with(seed_data: dict, **tps: float) -> dict:
