@@ -91,6 +91,15 @@ def check_tracking_uri(uri: str) -> None:
             raise UserError(f"the directory of the file store does not exist: {target}", key=key)
 
 
+def check_store_to_read(uri: str) -> None:
+    """A store that commands only read (report, status): reachable, and, for SQLite, already
+    there (opening a missing one would create an empty store and then say "no sweep")."""
+    check_tracking_uri(uri)
+    db = sqlite_path(uri)
+    if db is not None and not db.is_file():
+        raise UserError(f"there is no tracking store at {db}", key="--tracking-uri")
+
+
 def _tcp_probe(host: str, port: int) -> None:
     with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
         pass

@@ -212,3 +212,17 @@ def test_the_farm_process_itself_prints_the_line_and_exits_2(tmp_path):
     assert proc.stderr.splitlines() == ["error: --tracking-uri: cannot reach the MLflow server at http://127.0.0.1:1 "
                                         "(connection refused)"]
     assert [p.name for p in tmp_path.iterdir()] == ["study.yaml"]
+
+
+@pytest.mark.parametrize("command", [["report", "abc"], ["status"]])
+@pytest.mark.parametrize("store, reason", [
+    ("sqlite:///{tmp}/missing/mlflow.db", "the directory of the SQLite store does not exist"),
+    ("sqlite:///{tmp}/mlflow.db", "there is no tracking store at"),
+])
+def test_reading_commands_never_create_a_store(tmp_path, command, store, reason):
+    from conftest import run_farm
+
+    proc = run_farm(*command, "--tracking-uri", store.format(tmp=tmp_path), cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().startswith("error: --tracking-uri: " + reason), proc.stderr
+    assert list(tmp_path.iterdir()) == []

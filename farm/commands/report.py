@@ -22,7 +22,10 @@ def report(sweep_id: str, tracking_uri: str | None, strategy: str, fmt: str, out
     from farm.report import render
     from farm.sweep_report import build
 
+    from farm.preflight import check_store_to_read
+
     uri = tracking_uri or tracking.default_tracking_uri()
+    check_store_to_read(uri)
     run = tracking.get_sweep(uri, sweep_id)
     if run is None:
         raise UserError(f"no sweep with id '{sweep_id}' in {uri}", key="SWEEP_ID")

@@ -20,7 +20,10 @@ def status(sweep_id: str | None, tracking_uri: str | None, address: str | None, 
     from farm import tracking
     from farm.sweep_status import render, sweep_status
 
+    from farm.preflight import check_store_to_read
+
     uri = tracking_uri or tracking.default_tracking_uri()
+    check_store_to_read(uri)
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
         from farm.jobs import enable_client_token
