@@ -9,6 +9,7 @@ limited to 107 bytes), and a node is stopped by signalling the process group of 
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -51,6 +52,42 @@ def free_ports(n: int) -> list[int]:
     for s in socks:
         s.close()
     return ports
+
+
+WORKER_PORTS = 200
+_worker_ranges: list[int] = []
+
+
+def worker_port_range() -> int:
+    """First port of a free block of WORKER_PORTS + 1 ports below the kernel's ephemeral range.
+
+    The node's other ports are ephemeral ones the kernel just handed out; a block taken from the
+    same range could contain one of them (Ray refuses to start: "port ... used by other
+    components") or one another process takes before the workers bind it. Below the ephemeral
+    range the kernel hands out nothing, and blocks given to earlier nodes here are skipped.
+    """
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random()
+    for _ in range(50):
+        start = rng.randrange(10000, low - WORKER_PORTS - 1)
+        if any(abs(start - other) <= WORKER_PORTS for other in _worker_ranges):
+            continue
+        if all(_bindable(port) for port in range(start, start + WORKER_PORTS + 1)):
+            _worker_ranges.append(start)
+            return start
+    raise RuntimeError("no free block of worker ports below the ephemeral range")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def wait_port(port: int, timeout: float) -> None:
@@ -101,18 +138,19 @@ def start_node(env: dict[str, str], *, head: bool, gcs_port: int | None = None, 
                num_gpus: int = 0, resources: str | None = None, log_dir: Path) -> RayNode:
     """One Ray node; the head also runs the dashboard (the Jobs API) on a free port."""
     names = ["node_manager", "object_manager", "metrics_export", "agent_listen", "agent_grpc", "runtime_env",
-             "client_server", "dashboard", "gcs", "min_worker"]
+             "client_server", "dashboard", "gcs"]
     ports = dict(zip(names, free_ports(len(names))))
     if gcs_port is not None:
         ports["gcs"] = gcs_port
+    ports["min_worker"] = worker_port_range()
     temp_dir = Path(tempfile.mkdtemp(prefix="farm-ray-", dir="/tmp"))
     argv = [str(BIN / "ray"), "start", "--block", "--node-ip-address=127.0.0.1", f"--num-cpus={num_cpus}",
             f"--num-gpus={num_gpus}", f"--node-manager-port={ports['node_manager']}",
             f"--object-manager-port={ports['object_manager']}", f"--metrics-export-port={ports['metrics_export']}",
             f"--dashboard-agent-listen-port={ports['agent_listen']}",
             f"--dashboard-agent-grpc-port={ports['agent_grpc']}", f"--runtime-env-agent-port={ports['runtime_env']}",
-            # a narrow worker port range of its own per node (ports near the free one just found)
-            f"--min-worker-port={ports['min_worker']}", f"--max-worker-port={ports['min_worker'] + 200}",
+            # a worker port block of its own per node, apart from every other port (see worker_port_range)
+            f"--min-worker-port={ports['min_worker']}", f"--max-worker-port={ports['min_worker'] + WORKER_PORTS}",
             f"--temp-dir={temp_dir}", "--disable-usage-stats", "--object-store-memory=200000000"]
     if resources:
         argv.append(f"--resources={resources}")
