@@ -86,7 +86,8 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
         ctx = click.get_current_context()
         given_workdir = ctx.get_parameter_source("workdir") != click.core.ParameterSource.DEFAULT
         ctx.exit(submit_from_cli(config, address, grid=grid, tracking_uri=tracking_uri, experiment=experiment,
-                                 resume=resume, repeats=repeats, workdir=workdir if given_workdir else None,
+                                 resume=resume, repeats=repeats, run_budget=run_budget,
+                                 workdir=workdir if given_workdir else None,
                                  wait=not no_wait))
     if address:
         enable_client_token()  # an explicit address: Ray sends the cluster's token only in token mode

@@ -136,14 +136,16 @@ class SweepArgs:
     config: str = JOB_STUDY  # relative to the project's root on the head
     experiment: str | None = None
     resume: str | None = None
-    repeats: int | None = None
+    repeats: int | str | None = None
+    run_budget: int | None = None
     workdir: str | None = None
 
     def entrypoint(self) -> str:
         argv = ["python", "-m", "farm.cli", "sweep", "--config", self.config, "--grid", self.grid,
                 "--address", "auto", "--tracking-uri", self.tracking_uri]
         for flag, value in (("--experiment", self.experiment), ("--resume", self.resume),
-                            ("--repeats", self.repeats), ("--workdir", self.workdir)):
+                            ("--repeats", self.repeats), ("--run-budget", self.run_budget),
+                            ("--workdir", self.workdir)):
             if value is not None:
                 argv += [flag, str(value)]
         return shlex.join(argv)
@@ -260,8 +262,8 @@ def _shipped(path: Path) -> bool:
 
 
 def submit_from_cli(config: str | None, address: str, *, grid: str, tracking_uri: str | None,
-                    experiment: str | None, resume: str | None, repeats: int | None, workdir: str | None,
-                    wait: bool) -> int:
+                    experiment: str | None, resume: str | None, repeats: int | str | None,
+                    run_budget: int | None, workdir: str | None, wait: bool) -> int:
     """`farm sweep --address http://...`: the study and the options go to the head.
 
     A study inside the project travels as the project's own file (its includes and `./` paths
@@ -273,5 +275,6 @@ def submit_from_cli(config: str | None, address: str, *, grid: str, tracking_uri
     uri = check_tracking_for_cluster(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
     inside = _shipped(source)
     args = SweepArgs(grid=grid, tracking_uri=uri, config=str(source.relative_to(PROJECT)) if inside else JOB_STUDY,
-                     experiment=experiment, resume=resume, repeats=repeats, workdir=workdir)
+                     experiment=experiment, resume=resume, repeats=repeats, run_budget=run_budget,
+                     workdir=workdir)
     return submit_sweep(address, None if inside else data, args, study_name=str(data.get("name", "")), wait=wait)

@@ -70,6 +70,19 @@ def test_jobs_address_and_entrypoint():
                                  "--tracking-uri http://head:5000 --repeats 3 --workdir /data/runs")
 
 
+def test_the_jobs_entrypoint_carries_auto_repeats_and_the_run_budget_that_farm_sweep_accepts():
+    import shlex
+
+    from farm.cli import sweep
+    from farm.jobs import SweepArgs
+
+    argv = shlex.split(SweepArgs(grid="full", tracking_uri="http://head:5000", repeats="auto",
+                                 run_budget=120).entrypoint())
+    assert argv[:4] == ["python", "-m", "farm.cli", "sweep"]
+    params = sweep.make_context("sweep", argv[4:]).params  # the head parses it with the same options
+    assert params["repeats"] == "auto" and params["run_budget"] == 120 and params["address"] == "auto"
+
+
 def test_the_staged_project_carries_code_and_study_but_no_environments(tmp_path):
     import yaml
 
