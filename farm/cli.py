@@ -5,6 +5,7 @@ Every user mistake is a `UserError`: one line on stderr naming file, key and rea
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -79,7 +80,8 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     if dry_run:
         print_dry_run(study, grid, trials)
         return
-    from farm.jobs import enable_client_token, is_jobs_address, submit_from_cli
+    from farm.jobs import (check_tracking_for_cluster, enable_client_token, is_client_address, is_jobs_address,
+                           submit_from_cli)
 
     if is_jobs_address(address):
         # The Ray Jobs API: the sweep runs on the head as a Ray job; this side submits and follows it.
@@ -91,6 +93,13 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
                                  wait=not no_wait))
     if address:
         enable_client_token()  # an explicit address: Ray sends the cluster's token only in token mode
+    if is_client_address(address):
+        # Ray Client: the actors run on the cluster's nodes, so they log to a server all of them
+        # reach, and a relative --workdir is a path on each node (under the job's working directory).
+        tracking_uri = check_tracking_for_cluster(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
+        node_workdir = Path(workdir)
+    else:
+        node_workdir = Path(workdir).resolve()
     from farm.preflight import check_sweep
     from farm.sweep_view import run_and_report
     from farm.tracking import default_tracking_uri
@@ -100,7 +109,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume)
     argv = "farm " + shlex.join(sys.argv[1:])
     run_and_report(study, grid, trials, address=address, tracking_uri=tracking_uri, experiment=experiment,
-                   resume=resume, repeats=repeats or study.repeats, workdir=Path(workdir).resolve(), command=argv)
+                   resume=resume, repeats=repeats or study.repeats, workdir=node_workdir, command=argv)
 
 
 from farm.commands.analyze import analyze  # noqa: E402  (commands register after the group exists)

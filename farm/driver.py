@@ -7,6 +7,7 @@ hears of it, so a driver that dies loses nothing: `--resume SWEEP_ID` runs only 
 
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from actors.bench import BenchActor, TrackingUnavailable, TrialJob
 from farm import metrics, passes, plan, tracking
 from farm.engines import get_engine
 from farm.errors import UserError
-from farm.jobs import tag_sweep_with_submission
+from farm.jobs import client_runtime_env, is_client_address, tag_sweep_with_submission
 from farm.results import TRANSIENT, Status, TrialResult
 from farm.secrets import redact_trial
 from farm.spec import EngineSpec, Study
@@ -221,7 +222,10 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
     point = check_resume(tracking_uri, resume, study, grid, trials) if resume else None
     started_ray = False
     if not ray.is_initialized():
-        if address:
+        if is_client_address(address):
+            with tempfile.TemporaryDirectory(prefix="farm-client-") as tmp:  # uploaded by ray.init
+                ray.init(address=address, log_to_driver=False, runtime_env=client_runtime_env(Path(tmp)))
+        elif address:
             ray.init(address=address, log_to_driver=False)
         else:
             ray.init(address="local", log_to_driver=False)  # never join a cluster `ray start` left running here

@@ -51,6 +51,17 @@ def is_jobs_address(address: str | None) -> bool:
     return bool(address) and urlparse(address).scheme in ("http", "https")
 
 
+def is_client_address(address: str | None) -> bool:
+    """`ray://HEAD:10001`: Ray Client; the driver runs here, its actors on the cluster."""
+    return bool(address) and urlparse(address).scheme == "ray"
+
+
+def client_runtime_env(dest: Path) -> dict:
+    """Ray Client mode: the cluster runs this machine's farm (the project travels as the job's
+    working directory, as with the Jobs API), not whatever version its nodes have installed."""
+    return {"working_dir": str(stage(None, dest))}
+
+
 def dashboard_url(address: str) -> str:
     return address.rstrip("/")
 

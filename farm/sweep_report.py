@@ -59,6 +59,8 @@ def finish(study: Study, grid: str, outcome, uri: str) -> None:
         if len(report.warnings) > 8:
             console.print(f"  ... {len(report.warnings) - 8} more warning(s) in the report")
     console.print(f"\nsweep id: {outcome.sweep_id}  (report: farm report {outcome.sweep_id} --tracking-uri {uri})")
-    console.print(f"results:  mlflow ui --backend-store-uri {uri}")
+    # A tracking server has its own UI; a local store needs `mlflow ui` started over it.
+    console.print(f"results:  {uri}" if uri.startswith(("http://", "https://")) else
+                  f"results:  mlflow ui --backend-store-uri {uri}")
     if report is None:
         raise SystemExit(1)

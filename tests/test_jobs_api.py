@@ -50,7 +50,8 @@ def cluster(tmp_path_factory):
         head = start_node(env, head=True, num_cpus=1, log_dir=tmp)
         nodes.append(head)
         nodes.append(start_node(env, head=False, gcs_port=head.ports["gcs"], num_cpus=1, log_dir=tmp))
-        yield {"address": f"http://127.0.0.1:{head.ports['dashboard']}", "token": token, "tmp": tmp, "nodes": nodes}
+        yield {"address": f"http://127.0.0.1:{head.ports['dashboard']}", "token": token, "tmp": tmp, "nodes": nodes,
+               "client": f"ray://127.0.0.1:{head.ports['client_server']}"}
     finally:
         for node in reversed(nodes):
             node.stop()
@@ -164,10 +165,46 @@ def test_a_submission_without_the_right_token_fails_in_one_line(cluster, token):
     assert ("requires its token" if token is None else "rejected the token") in lines[0]
 
 
-def test_a_cluster_sweep_needs_a_tracking_server_every_node_reaches(tmp_path):
-    proc = _farm("sweep", "--address", "http://127.0.0.1:9", "--grid", "smoke", cwd=tmp_path, env=_base_env(tmp_path))
+@pytest.mark.parametrize("address", ["http://127.0.0.1:9", "ray://127.0.0.1:9"])
+def test_a_cluster_sweep_needs_a_tracking_server_every_node_reaches(tmp_path, address):
+    proc = _farm("sweep", "--address", address, "--grid", "smoke", cwd=tmp_path, env=_base_env(tmp_path))
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: --tracking-uri: a sweep on a cluster needs an MLflow server")
+    proc = _farm("sweep", "--address", address, "--grid", "smoke", "--tracking-uri", "sqlite:///mlflow.db",
+                 cwd=tmp_path, env=_base_env(tmp_path))
+    assert proc.returncode == 2 and "is a store on this machine" in proc.stderr
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_ray_client_runs_the_driver_here_and_the_shipped_farm_on_both_nodes(submitted, cluster, mlflow_server):
+    """`ray://HEAD:10001`: the driver runs on the laptop, the actors on the cluster with this
+    farm uploaded (a node's installed farm is not used), results in the shared server."""
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    laptop = cluster["tmp"] / "laptop-client"
+    laptop.mkdir()
+    env = {**_base_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}
+    proc = _farm("sweep", "--address", cluster["client"], "--grid", "smoke", "--tracking-uri", mlflow_server["uri"],
+                 "--experiment", "ray-client", cwd=laptop, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "recommended" in proc.stdout
+    assert f"results:  {mlflow_server['uri']}" in proc.stdout
+    assert cluster["token"] not in proc.stdout + proc.stderr
+    assert not (laptop / "farm-runs").exists() and not (laptop / "mlflow.db").exists()  # nothing written here
+    client = MlflowClient(mlflow_server["uri"])
+    exp = client.get_experiment_by_name("ray-client")
+    children = client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'trial'")
+    assert len(children) == 4 and {c.data.tags["farm.status"] for c in children} == {"ok"}
+    nodes = set()
+    for child in children:
+        path = client.download_artifacts(child.info.run_id, "result.json", str(laptop))
+        nodes.add(json.loads(Path(path).read_text()).get("node_id"))
+    assert len(nodes) == 2, "the trials spread over both nodes"
+    # every trial's files were written in the uploaded working directory on its node
+    runs = [p for node in cluster["nodes"] for p in node.temp_dir.rglob("farm-runs") if "working_dir_files" in str(p)]
+    assert runs, "no farm-runs under the uploaded working directory"
 
 
 def test_a_failing_job_fails_the_command_with_the_jobs_exit_code(submitted, cluster, mlflow_server):
