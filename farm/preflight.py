@@ -83,12 +83,39 @@ def check_tracking_uri(uri: str) -> None:
             while cause.__cause__ is not None or cause.__context__ is not None:
                 cause = cause.__cause__ or cause.__context__
             raise UserError(f"cannot reach the MLflow server at {uri} ({_reason(cause)})", key=key) from None
+        _check_server_login(uri)
         return
     if parsed.scheme in ("", "file"):
         folder = Path(parsed.path if parsed.scheme else uri).expanduser()
         target = folder if folder.exists() else folder.parent
         if not target.is_dir():
             raise UserError(f"the directory of the file store does not exist: {target}", key=key)
+
+
+def _check_server_login(uri: str) -> None:
+    """A server behind MLflow's auth app answers /health to anyone but refuses its API without a
+    login: found here, before a sweep starts, rather than as a 401 traceback from its first run."""
+    import httpx
+    from mlflow.utils.credentials import read_mlflow_creds
+
+    creds = read_mlflow_creds()  # MLFLOW_TRACKING_USERNAME/PASSWORD or ~/.mlflow/credentials
+    token = os.environ.get("MLFLOW_TRACKING_TOKEN")
+    auth = (creds.username, creds.password) if creds.username and creds.password else None
+    headers = {"Authorization": f"Bearer {token}"} if token and auth is None else {}
+    try:
+        answer = httpx.get(uri.rstrip("/") + "/api/2.0/mlflow/experiments/search", params={"max_results": 1},
+                           auth=auth, headers=headers, timeout=30)
+    except httpx.HTTPError:
+        return  # reachable a moment ago: a slow answer is not a user mistake
+    key = "--tracking-uri"
+    if answer.status_code == 401:
+        if auth is None and not headers:
+            raise UserError(f"the MLflow server at {uri} requires a login: set MLFLOW_TRACKING_USERNAME and "
+                            "MLFLOW_TRACKING_PASSWORD (or ~/.mlflow/credentials)", key=key)
+        raise UserError(f"the MLflow server at {uri} rejected the credentials of "
+                        f"{'user ' + repr(creds.username) if auth else 'MLFLOW_TRACKING_TOKEN'}", key=key)
+    if answer.status_code == 403:
+        raise UserError(f"the MLflow server at {uri}: user {creds.username!r} may not read experiments", key=key)
 
 
 def check_store_to_read(uri: str) -> None:

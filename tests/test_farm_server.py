@@ -1,6 +1,7 @@
 """`farm server --auth`: MLflow's basic-auth app in front of a --serve-artifacts server. A client
-without the credentials gets 401; with them it logs a run and uploads an artifact over HTTP; the
-password is in neither the server's output nor its command line."""
+without the credentials gets 401; with them it logs a run and uploads an artifact over HTTP; a
+whole `farm sweep` logs into it; a sweep without the login stops before it starts; the password
+is in neither the server's output nor its command line, nor anything the sweep wrote."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -17,18 +19,24 @@ from raynodes import free_ports, stop_group
 pytestmark = pytest.mark.slow
 
 PASSWORD = "farm-test-Pa55word"
+ADMIN = {"MLFLOW_TRACKING_USERNAME": "farm-admin", "MLFLOW_TRACKING_PASSWORD": PASSWORD}
 
 
-def test_basic_auth_server(tmp_path):
-    from mlflow.tracking import MlflowClient
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    """This machine's environment without MLflow or Ray settings, a HOME of its own (no
+    ~/.mlflow/credentials of the machine's user), and `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_TRACKING", "RAY_"))}
+    return {**env, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0", **extra}
 
+
+@pytest.fixture(scope="module")
+def auth_server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("auth-server")
     (port,) = free_ports(1)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_TRACKING")}
-    env.update(MLFLOW_TRACKING_USERNAME="farm-admin", MLFLOW_TRACKING_PASSWORD=PASSWORD, HOME=str(tmp_path))
-    log = tmp_path / "server.log"
+    log = tmp / "server.log"
     with open(log, "ab") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "farm.cli", "server", "--auth", "--store", str(tmp_path / "store"),
-                                 "--port", str(port), "--workers", "1"], env=env, cwd=tmp_path, stdout=fh,
+        proc = subprocess.Popen([sys.executable, "-m", "farm.cli", "server", "--auth", "--store", str(tmp / "store"),
+                                 "--port", str(port), "--workers", "1"], env=_env(tmp, **ADMIN), cwd=tmp, stdout=fh,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
     try:
@@ -41,35 +49,88 @@ def test_basic_auth_server(tmp_path):
                 pass
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.5)
-        search = uri + "/api/2.0/mlflow/experiments/search?max_results=5"
-        assert httpx.get(search, timeout=120).status_code == 401
-        assert httpx.get(search, auth=("farm-admin", "wrong-password"), timeout=120).status_code == 401
-        assert httpx.get(search, auth=("farm-admin", PASSWORD), timeout=120).status_code == 200
-
-        saved = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")}
-        os.environ.update(MLFLOW_TRACKING_USERNAME="farm-admin", MLFLOW_TRACKING_PASSWORD=PASSWORD)
-        try:
-            client = MlflowClient(uri)
-            run = client.create_run(client.create_experiment("auth-test"))
-            (tmp_path / "up").mkdir()
-            (tmp_path / "up" / "engine.log").write_text("hello\n")
-            client.log_artifacts(run.info.run_id, str(tmp_path / "up"), "files")
-            assert [a.path for a in client.list_artifacts(run.info.run_id, "files")] == ["files/engine.log"]
-        finally:
-            for k, v in saved.items():
-                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
-        assert list((tmp_path / "store" / "artifacts").rglob("engine.log"))  # stored by the server, over HTTP
-        assert oct((tmp_path / "store" / "basic_auth.ini").stat().st_mode & 0o777) == "0o600"
+        yield {"uri": uri, "store": tmp / "store", "log": log, "proc": proc}
     finally:
         stop_group(proc)
-    text = log.read_text()
+
+
+def test_basic_auth_server(auth_server, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = auth_server["uri"]
+    search = uri + "/api/2.0/mlflow/experiments/search?max_results=5"
+    assert httpx.get(search, timeout=120).status_code == 401
+    assert httpx.get(search, auth=("farm-admin", "wrong-password"), timeout=120).status_code == 401
+    assert httpx.get(search, auth=("farm-admin", PASSWORD), timeout=120).status_code == 200
+
+    saved = {k: os.environ.get(k) for k in ADMIN}
+    os.environ.update(ADMIN)
+    try:
+        client = MlflowClient(uri)
+        run = client.create_run(client.create_experiment("auth-test"))
+        (tmp_path / "up").mkdir()
+        (tmp_path / "up" / "engine.log").write_text("hello\n")
+        client.log_artifacts(run.info.run_id, str(tmp_path / "up"), "files")
+        assert [a.path for a in client.list_artifacts(run.info.run_id, "files")] == ["files/engine.log"]
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    assert list((auth_server["store"] / "artifacts").rglob("engine.log"))  # stored by the server, over HTTP
+    assert oct((auth_server["store"] / "basic_auth.ini").stat().st_mode & 0o777) == "0o600"
+    text = auth_server["log"].read_text()
     assert "--app-name basic-auth" in text and PASSWORD not in text
 
 
+@pytest.mark.parametrize("login, message", [
+    ({}, "requires a login: set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or ~/.mlflow/credentials)"),
+    ({**ADMIN, "MLFLOW_TRACKING_PASSWORD": "not-it"}, "rejected the credentials of user 'farm-admin'"),
+])
+def test_a_sweep_without_the_servers_login_stops_in_one_line_before_anything_starts(auth_server, tmp_path, login,
+                                                                                    message):
+    proc = subprocess.run([sys.executable, "-m", "farm.cli", "sweep", "--grid", "smoke", "--tracking-uri",
+                           auth_server["uri"]], cwd=tmp_path, env=_env(tmp_path, **login), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stderr.strip() == f"error: --tracking-uri: the MLflow server at {auth_server['uri']} {message}"
+    assert not (tmp_path / "farm-runs").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_whole_sweep_logs_into_the_authenticated_server(auth_server, tmp_path):
+    """Credentials as a user keeps them: in ~/.mlflow/credentials, read by the driver and the actors."""
+    from mlflow.tracking import MlflowClient
+
+    (tmp_path / ".mlflow").mkdir()
+    (tmp_path / ".mlflow" / "credentials").write_text(f"[mlflow]\nmlflow_tracking_username = farm-admin\n"
+                                                      f"mlflow_tracking_password = {PASSWORD}\n")
+    proc = subprocess.run([sys.executable, "-m", "farm.cli", "sweep", "--grid", "smoke", "--experiment", "auth-sweep",
+                           "--tracking-uri", auth_server["uri"]], cwd=tmp_path, env=_env(tmp_path),
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "recommended" in proc.stdout and PASSWORD not in proc.stdout + proc.stderr
+
+    saved = {k: os.environ.get(k) for k in ADMIN}
+    os.environ.update(ADMIN)
+    try:
+        client = MlflowClient(auth_server["uri"])
+        exp = client.get_experiment_by_name("auth-sweep")
+        sweeps = client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'sweep'")
+        children = client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'trial'")
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    assert len(sweeps) == 1 and sweeps[0].data.tags["farm.status"] == "finished"
+    assert len(children) == 4 and {c.data.tags["farm.status"] for c in children} == {"ok"}
+    for run in [*sweeps, *children]:
+        assert PASSWORD not in repr(run.data.params) + repr(run.data.tags)
+    assert len(list((auth_server["store"] / "artifacts").rglob("engine.log"))) >= 4
+    written = [p for p in (tmp_path / "farm-runs").rglob("*") if p.is_file()]
+    written += [p for p in auth_server["store"].rglob("*") if p.is_file() and p.name != "basic_auth.ini"]
+    assert written and not [p for p in written if PASSWORD.encode() in p.read_bytes()]
+
+
 def test_auth_needs_the_admin_credentials(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_TRACKING")}
     proc = subprocess.run([sys.executable, "-m", "farm.cli", "server", "--auth", "--store", str(tmp_path / "s")],
-                          env=env, capture_output=True, text=True, timeout=60)
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("error: --auth: set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD "
                                    "(the admin account; clients use the same variables)")
