@@ -21,6 +21,7 @@ import httpx
 import pytest
 import yaml
 
+from conftest import REPO
 from raynodes import LOOPBACK_ENV, free_ports, set_env
 
 pytestmark = pytest.mark.slow
@@ -221,6 +222,35 @@ def test_farm_metrics_on_rays_prometheus_endpoint(cluster_sweep):
     tps = {labels["trial"]: v for labels, v in parse_prometheus(final, "ray_farm_trial_total_tps")
            if labels.get("sweep") == sweep and labels.get("profile") == "quick"}
     assert len(tps) == 8 and all(v > 0 for v in tps.values())
+
+
+def test_the_grafana_dashboard_asks_for_series_ray_exports(cluster_sweep):
+    """configs/grafana/farm-sweep.json: every metric its panels and variables query is on Ray's
+    endpoint after a real sweep, with every label they select or group by."""
+    import json
+    import re
+
+    from farm.metrics import PREFIX, TAGS, parse_prometheus
+
+    dashboard = json.loads((REPO / "configs" / "grafana" / "farm-sweep.json").read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    exprs += [v["definition"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+    final = cluster_sweep["final_scrape"]
+    sweep = cluster_sweep["outcome"].sweep_id
+    asked = 0
+    for expr in exprs:
+        by = re.findall(r"by \(([^)]*)\)", expr)
+        for name, selector in re.findall(r"(ray_farm_\w+)(?:\{([^}]*)\})?", expr):
+            wanted = set(re.findall(r"(\w+)=~?", selector or "")) | {x.strip() for b in by for x in b.split(",")}
+            wanted |= set(re.findall(r"label_values\(\w+, (\w+)\)", expr))
+            declared = TAGS[name.removeprefix("ray_" + PREFIX).removesuffix("_total")]
+            assert wanted <= set(declared), (expr, declared)
+            samples = [labels for labels, _ in parse_prometheus(final, name) if labels.get("sweep") == sweep]
+            if name != "ray_farm_trial_retries_total":  # a counter shows only once something was retried
+                assert samples, f"{expr}: no {name} for the sweep on Ray's endpoint"
+            assert all(wanted <= set(labels) for labels in samples), (expr, samples[0])
+            asked += 1
+    assert asked == len(exprs) >= 8
 
 
 def test_farm_status_saw_trials_running_then_all_done(cluster_sweep):
