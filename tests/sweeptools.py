@@ -113,3 +113,25 @@ def child_runs(uri: str, sweep_id: str) -> list:
     client = MlflowClient(uri)
     exp = client.get_run(sweep_id).info.experiment_id
     return client.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{sweep_id}'")
+
+
+def start_farm_server(store: Path, port: int, *, env: dict[str, str], log: Path, auth: bool = False,
+                      timeout: float = 120) -> subprocess.Popen:
+    """`farm server` in its own process group (stop it with raynodes.stop_group), answering /health."""
+    import httpx
+
+    argv = [sys.executable, "-m", "farm.cli", "server", "--store", str(store), "--port", str(port), "--workers", "1"]
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen(argv + (["--auth"] if auth else []), cwd=log.parent, env=env, stdout=fh,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"farm server did not come up: {log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.5)

@@ -8,13 +8,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from raynodes import free_ports, stop_group
+from sweeptools import start_farm_server
 
 pytestmark = pytest.mark.slow
 
@@ -34,22 +34,9 @@ def auth_server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("auth-server")
     (port,) = free_ports(1)
     log = tmp / "server.log"
-    with open(log, "ab") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "farm.cli", "server", "--auth", "--store", str(tmp / "store"),
-                                 "--port", str(port), "--workers", "1"], env=_env(tmp, **ADMIN), cwd=tmp, stdout=fh,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    uri = f"http://127.0.0.1:{port}"
+    proc = start_farm_server(tmp / "store", port, env=_env(tmp, **ADMIN), log=log, auth=True)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(uri + "/health", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
-        yield {"uri": uri, "store": tmp / "store", "log": log, "proc": proc}
+        yield {"uri": f"http://127.0.0.1:{port}", "store": tmp / "store", "log": log, "proc": proc}
     finally:
         stop_group(proc)
 

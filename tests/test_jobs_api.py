@@ -13,13 +13,12 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from raynodes import free_ports, start_node, stop_group
+from sweeptools import start_farm_server
 
 pytestmark = pytest.mark.slow
 
@@ -62,23 +61,9 @@ def mlflow_server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("mlflow-server")
     (port,) = free_ports(1)
     log = tmp / "server.log"
-    env = _base_env(tmp)
-    with open(log, "ab") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "farm.cli", "server", "--store", str(tmp / "store"),
-                                 "--port", str(port), "--workers", "1"], cwd=tmp, env=env, stdout=fh,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    uri = f"http://127.0.0.1:{port}"
+    proc = start_farm_server(tmp / "store", port, env=_base_env(tmp), log=log, timeout=90)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(uri + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
-        yield {"uri": uri, "store": tmp / "store", "log": log}
+        yield {"uri": f"http://127.0.0.1:{port}", "store": tmp / "store", "log": log}
     finally:
         stop_group(proc)
 
