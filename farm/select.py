@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from farm import stats as fstats
 from farm.errors import UserError
-from farm.plan import FAMILY_ALPHA, NODE_MARK, alpha_for, control_of, is_auto
+from farm.plan import FAMILY_ALPHA, alpha_for, control_of, is_auto
 from farm.records import ConfigKey, Results, RunRecord, config_key
 from farm.spec import EngineSpec, SLOSpec
 

@@ -83,7 +83,6 @@ def test_ready_then_stop_kills_the_whole_group(tmp_path):
 
 def test_watchdog_kills_engine_when_owner_dies(tmp_path):
     """The owner is killed with SIGKILL (no cleanup runs): its engine must be gone within 10 s."""
-    port = free_port()
     pid_file = tmp_path / "engine.pid"
     owner_code = f"""
 import os, sys, time

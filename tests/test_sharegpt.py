@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from actors.bench import TrialJob, TrialRunner
 from farm.datasets import prepare_sharegpt
 from farm.grid import expand
