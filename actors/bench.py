@@ -193,7 +193,7 @@ class TrialRunner:
         with self._lock:
             if self._cancelled.is_set():
                 return
-            self.proc = EngineProcess(argv, env, self.dir / "engine.log")
+            self.proc = EngineProcess(argv, env, self.dir / "engine.log", secrets=self._secrets)
             self.proc.start()
         result.engine_pid, result.engine_port = self.proc.pid, port
         # Where to find the engine while it runs (operators, tests killing it from outside).

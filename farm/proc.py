@@ -2,6 +2,8 @@
 
 Waiting for readiness polls the process on every loop, so "the engine exited" and "the engine
 never became ready" are different errors. A watchdog child kills the group if the owner dies.
+An engine given secrets writes through a pipe that masks them line by line, so that no secret
+reaches the node's disk, even if the owner is killed before it could clean up.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import httpx
 
+from farm.secrets import scrub
 from farm.watchdog import group_alive
 
 
@@ -70,13 +74,16 @@ def watch_group(pgid: int, grace_s: float) -> subprocess.Popen:
 class EngineProcess:
     """One engine server: started in its own session, logged to a file, stopped by group."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, *, grace_s: float = 15.0):
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, *, grace_s: float = 15.0,
+                 secrets: list[str] | tuple[str, ...] = ()):
         self.argv = argv
         self.env = env
         self.log_path = Path(log_path)
         self.grace_s = grace_s
+        self.secrets = [s for s in secrets if s]
         self.proc: subprocess.Popen | None = None
         self.watchdog: subprocess.Popen | None = None
+        self._copier: threading.Thread | None = None
 
     @property
     def pid(self) -> int | None:
@@ -84,12 +91,29 @@ class EngineProcess:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
+        if self.secrets:
             self.proc = subprocess.Popen(
-                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=self.env, start_new_session=True,
             )
+            self._copier = threading.Thread(target=self._copy_masked, args=(self.proc.stdout,),
+                                            name=f"engine-log-{self.proc.pid}", daemon=True)
+            self._copier.start()
+        else:
+            with open(self.log_path, "ab") as log:
+                self.proc = subprocess.Popen(
+                    self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env=self.env, start_new_session=True,
+                )
         self.watchdog = watch_group(self.proc.pid, self.grace_s)
+
+    def _copy_masked(self, pipe) -> None:
+        """Engine output to the log file, each line with the secrets masked, flushed as it comes
+        (readiness and failure classification read the file while the engine runs)."""
+        with open(self.log_path, "ab") as log, pipe:
+            for line in iter(pipe.readline, b""):
+                log.write(scrub(line.decode("utf-8", errors="replace"), self.secrets).encode())
+                log.flush()
 
     def poll(self) -> int | None:
         return self.proc.poll() if self.proc else None
@@ -134,6 +158,8 @@ class EngineProcess:
                 continue
             break
         code = self.proc.wait(timeout=5)
+        if self._copier is not None:
+            self._copier.join(timeout=5)  # the rest of the output, up to the group's end
         if self.watchdog is not None:
             self.watchdog.kill()
             self.watchdog.wait(timeout=5)

@@ -105,6 +105,52 @@ time.sleep(3600)
     assert _wait_dead(engine_pid, 10), "engine outlived its owner"
 
 
+ECHO_SECRET = ("import os, sys, time\n"
+               "print('starting with token', os.environ['HF_TOKEN'], flush=True)\n"
+               "sys.stderr.write('warning: token=' + os.environ['HF_TOKEN'] + ' in the argv\\n'); sys.stderr.flush()\n"
+               "time.sleep(3600)\n")
+
+
+def test_an_engine_given_secrets_never_writes_them_to_disk_even_if_its_owner_is_killed(tmp_path):
+    """The owner is SIGKILLed (it never gets to clean the log): the log on disk has the lines,
+    masked, and the engine is gone."""
+    secret = "hf_" + "Zq8" * 10
+    log, pid_file = tmp_path / "engine.log", tmp_path / "engine.pid"
+    owner_code = f"""
+import os, sys, time
+sys.path[:0] = {sys.path!r}
+from pathlib import Path
+from farm.proc import EngineProcess
+eng = EngineProcess([sys.executable, '-c', {ECHO_SECRET!r}], {{**os.environ, 'HF_TOKEN': {secret!r}}},
+                    Path({str(log)!r}), secrets=[{secret!r}])
+eng.start()
+Path({str(pid_file)!r}).write_text(str(eng.pid))
+time.sleep(3600)
+"""
+    owner = subprocess.Popen([sys.executable, "-c", owner_code])
+    deadline = time.monotonic() + 30
+    while not (log.exists() and "in the argv" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    text = log.read_text()
+    assert "starting with token ***" in text and "warning: token=*** in the argv" in text, text
+    assert secret not in text
+    assert _wait_dead(int(pid_file.read_text()), 10), "engine outlived its owner"
+
+
+def test_an_engine_given_secrets_logs_everything_up_to_its_end(tmp_path):
+    """Through the masking pipe, the log still holds all the output once stop() returns."""
+    eng = EngineProcess([sys.executable, "-c", "import sys\nfor i in range(2000): print('line', i, 'sk-abcdef123')\n"
+                                               "sys.exit(4)"], dict(os.environ), tmp_path / "e.log",
+                        secrets=["sk-abcdef123"])
+    eng.start()
+    eng.proc.wait(timeout=30)
+    assert eng.stop() == 4
+    lines = (tmp_path / "e.log").read_text().splitlines()
+    assert len(lines) == 2000 and lines[-1] == "line 1999 ***"
+
+
 def test_engine_environment_has_no_ray_variables():
     env = clean_env({"RAY_ADDRESS": "x:6379", "RAY_JOB_ID": "1", "PATH": "/bin"}, {"VLLM_SERVER_DEV_MODE": "1"})
     assert env == {"PATH": "/bin", "VLLM_SERVER_DEV_MODE": "1"}
