@@ -75,7 +75,10 @@ def seconds_until_dead(pids: list[int], timeout: float) -> float:
 
 
 def port_free(port: int) -> bool:
+    """A server could listen on `port` now. SO_REUSEADDR as servers set it: connections the
+    stopped engine closed linger in TIME_WAIT on its port without holding it."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
             return True
