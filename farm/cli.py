@@ -5,7 +5,6 @@ Every user mistake is a `UserError`: one line on stderr naming file, key and rea
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -96,7 +95,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     if is_client_address(address):
         # Ray Client: the actors run on the cluster's nodes, so they log to a server all of them
         # reach, and a relative --workdir is a path on each node (under the job's working directory).
-        tracking_uri = check_tracking_for_cluster(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
+        tracking_uri = check_tracking_for_cluster(tracking_uri)
         node_workdir = Path(workdir)
     else:
         node_workdir = Path(workdir).resolve()

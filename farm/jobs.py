@@ -163,7 +163,9 @@ class SweepArgs:
 
 
 def check_tracking_for_cluster(uri: str | None) -> str:
-    """A cluster sweep logs from every node: it needs a tracking server they all reach."""
+    """A cluster sweep logs from every node: it needs a tracking server they all reach (given, or
+    in MLFLOW_TRACKING_URI)."""
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
         raise UserError("a sweep on a cluster needs an MLflow server every node can reach: pass "
                         "--tracking-uri http://HOST:5000 (start one with `farm server`)", key="--tracking-uri")
@@ -283,7 +285,7 @@ def submit_from_cli(config: str | None, address: str, *, grid: str, tracking_uri
 
     source = (Path(config) if config else DEFAULT_CONFIG).resolve()
     data = _read_yaml(source, {source})
-    uri = check_tracking_for_cluster(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
+    uri = check_tracking_for_cluster(tracking_uri)
     inside = _shipped(source)
     args = SweepArgs(grid=grid, tracking_uri=uri, config=str(source.relative_to(PROJECT)) if inside else JOB_STUDY,
                      experiment=experiment, resume=resume, repeats=repeats, run_budget=run_budget,

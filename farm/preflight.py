@@ -94,28 +94,28 @@ def check_tracking_uri(uri: str) -> None:
 
 def _check_server_login(uri: str) -> None:
     """A server behind MLflow's auth app answers /health to anyone but refuses its API without a
-    login: found here, before a sweep starts, rather than as a 401 traceback from its first run."""
-    import httpx
+    login: found here, before a sweep starts, rather than as a 401 traceback from its first run.
+    MLflow's own client sends the credentials, from wherever MLflow reads them."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
     from mlflow.utils.credentials import read_mlflow_creds
 
-    creds = read_mlflow_creds()  # MLFLOW_TRACKING_USERNAME/PASSWORD or ~/.mlflow/credentials
-    token = os.environ.get("MLFLOW_TRACKING_TOKEN")
-    auth = (creds.username, creds.password) if creds.username and creds.password else None
-    headers = {"Authorization": f"Bearer {token}"} if token and auth is None else {}
     try:
-        answer = httpx.get(uri.rstrip("/") + "/api/2.0/mlflow/experiments/search", params={"max_results": 1},
-                           auth=auth, headers=headers, timeout=30)
-    except httpx.HTTPError:
-        return  # reachable a moment ago: a slow answer is not a user mistake
+        MlflowClient(uri).search_experiments(max_results=1)
+        return
+    except MlflowException as exc:
+        code = exc.get_http_status_code()
+    user = read_mlflow_creds().username  # MLFLOW_TRACKING_USERNAME or ~/.mlflow/credentials
     key = "--tracking-uri"
-    if answer.status_code == 401:
-        if auth is None and not headers:
+    if code == 401:
+        if not user and not os.environ.get("MLFLOW_TRACKING_TOKEN"):
             raise UserError(f"the MLflow server at {uri} requires a login: set MLFLOW_TRACKING_USERNAME and "
                             "MLFLOW_TRACKING_PASSWORD (or ~/.mlflow/credentials)", key=key)
         raise UserError(f"the MLflow server at {uri} rejected the credentials of "
-                        f"{'user ' + repr(creds.username) if auth else 'MLFLOW_TRACKING_TOKEN'}", key=key)
-    if answer.status_code == 403:
-        raise UserError(f"the MLflow server at {uri}: user {creds.username!r} may not read experiments", key=key)
+                        f"{'user ' + repr(user) if user else 'MLFLOW_TRACKING_TOKEN'}", key=key)
+    if code == 403:
+        raise UserError(f"the MLflow server at {uri}: user {user!r} may not read experiments", key=key)
+    # any other answer: reachable a moment ago, so not a user mistake; the sweep meets it later
 
 
 def check_store_to_read(uri: str) -> None:

@@ -91,20 +91,20 @@ class EngineProcess:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        if self.secrets:
+        # With secrets the output goes through a pipe this process masks; otherwise straight to the file.
+        log = None if self.secrets else open(self.log_path, "ab")
+        try:
             self.proc = subprocess.Popen(
-                self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                self.argv, stdout=log or subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=self.env, start_new_session=True,
             )
+        finally:
+            if log is not None:
+                log.close()
+        if self.secrets:
             self._copier = threading.Thread(target=self._copy_masked, args=(self.proc.stdout,),
                                             name=f"engine-log-{self.proc.pid}", daemon=True)
             self._copier.start()
-        else:
-            with open(self.log_path, "ab") as log:
-                self.proc = subprocess.Popen(
-                    self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    env=self.env, start_new_session=True,
-                )
         self.watchdog = watch_group(self.proc.pid, self.grace_s)
 
     def _copy_masked(self, pipe) -> None:

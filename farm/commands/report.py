@@ -19,10 +19,9 @@ from farm.errors import UserError
 def report(sweep_id: str, tracking_uri: str | None, strategy: str, fmt: str, out: str | None) -> None:
     """Selection and report of a stored sweep; no engine runs."""
     from farm import tracking
+    from farm.preflight import check_store_to_read
     from farm.report import render
     from farm.sweep_report import build
-
-    from farm.preflight import check_store_to_read
 
     uri = tracking_uri or tracking.default_tracking_uri()
     check_store_to_read(uri)

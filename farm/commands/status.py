@@ -18,9 +18,8 @@ def status(sweep_id: str | None, tracking_uri: str | None, address: str | None, 
     import os
 
     from farm import tracking
-    from farm.sweep_status import render, sweep_status
-
     from farm.preflight import check_store_to_read
+    from farm.sweep_status import render, sweep_status
 
     uri = tracking_uri or tracking.default_tracking_uri()
     check_store_to_read(uri)
