@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sweeptools import port_free
+
 BIN = Path(sys.executable).parent
 
 # For `ray.cluster_utils.Cluster` (nodes in this process's session): Ray's single-machine mode,
@@ -75,19 +77,10 @@ def worker_port_range() -> int:
         start = rng.randrange(10000, low - WORKER_PORTS - 1)
         if any(abs(start - other) <= WORKER_PORTS for other in _worker_ranges):
             continue
-        if all(_bindable(port) for port in range(start, start + WORKER_PORTS + 1)):
+        if all(port_free(port) for port in range(start, start + WORKER_PORTS + 1)):
             _worker_ranges.append(start)
             return start
     raise RuntimeError("no free block of worker ports below the ephemeral range")
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def wait_port(port: int, timeout: float) -> None:

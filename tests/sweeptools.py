@@ -118,6 +118,24 @@ def child_runs(uri: str, sweep_id: str) -> list:
     return client.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{sweep_id}'")
 
 
+def stored_results(uri: str, runs, dest: Path) -> list[dict]:
+    """The result.json each trial run stored in MLflow, as the tracking server hands it out."""
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    return [json.loads(Path(client.download_artifacts(r.info.run_id, "result.json", str(dest))).read_text())
+            for r in runs]
+
+
+def isolated_env(home: Path, **extra: str) -> dict[str, str]:
+    """This machine's environment without any Ray or MLflow setting, a HOME of its own (no
+    ~/.ray/auth_token or ~/.mlflow/credentials of the machine's user is read), and `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "MLFLOW_TRACKING"))}
+    return {**env, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0", **extra}
+
+
 def start_farm_server(store: Path, port: int, *, env: dict[str, str], log: Path, auth: bool = False,
                       timeout: float = 120) -> subprocess.Popen:
     """`farm server` in its own process group (stop it with raynodes.stop_group), answering /health."""

@@ -9,7 +9,6 @@ The nodes and the server are stopped through the process groups this test starte
 
 from __future__ import annotations
 
-import os
 import secrets
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from raynodes import free_ports, start_node, stop_group
-from sweeptools import start_farm_server
+from sweeptools import isolated_env, start_farm_server, stored_results
 
 pytestmark = pytest.mark.slow
 
@@ -29,21 +28,12 @@ def _farm(*args: str, cwd: Path, env: dict[str, str], timeout: float = 900) -> s
                           timeout=timeout)
 
 
-def _base_env(home: Path) -> dict[str, str]:
-    """This machine's environment without any Ray or MLflow setting, and a HOME of its own
-    (no ~/.ray/auth_token of the machine's user is read)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "MLFLOW_TRACKING"))}
-    env["HOME"] = str(home)
-    env["RAY_USAGE_STATS_ENABLED"] = "0"
-    return env
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("jobs")
     (tmp / "home").mkdir()
     token = secrets.token_hex(16)
-    env = {**_base_env(tmp / "home"), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+    env = {**isolated_env(tmp / "home"), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
     nodes = []
     try:
         head = start_node(env, head=True, num_cpus=1, log_dir=tmp)
@@ -61,7 +51,7 @@ def mlflow_server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("mlflow-server")
     (port,) = free_ports(1)
     log = tmp / "server.log"
-    proc = start_farm_server(tmp / "store", port, env=_base_env(tmp), log=log, timeout=90)
+    proc = start_farm_server(tmp / "store", port, env=isolated_env(tmp), log=log, timeout=90)
     try:
         yield {"uri": f"http://127.0.0.1:{port}", "store": tmp / "store", "log": log}
     finally:
@@ -72,7 +62,7 @@ def mlflow_server(tmp_path_factory):
 def submitted(cluster, mlflow_server):
     laptop = cluster["tmp"] / "laptop"
     laptop.mkdir()
-    env = {**_base_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}  # the token, and nothing else of Ray's
+    env = {**isolated_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}  # the token, and nothing else of Ray's
     proc = _farm("sweep", "--address", cluster["address"], "--grid", "smoke", "--tracking-uri", mlflow_server["uri"],
                  cwd=laptop, env=env)
     return proc
@@ -103,19 +93,14 @@ def test_results_landed_in_the_mlflow_server_from_both_nodes(submitted, mlflow_s
     # artifacts went over HTTP into the server's artifact store
     stored = list((mlflow_server["store"] / "artifacts").rglob("engine.log"))
     assert len(stored) == 4
-    import json
-
-    nodes = set()
-    for child in children:
-        path = client.download_artifacts(child.info.run_id, "result.json", str(mlflow_server["store"].parent))
-        nodes.add(json.loads(Path(path).read_text()).get("node_id"))
+    nodes = {r["node_id"] for r in stored_results(mlflow_server["uri"], children, mlflow_server["store"].parent)}
     assert len(nodes) == 2, "the trials spread over both nodes"
 
 
 def test_farm_status_reports_the_sweep_finished(submitted, cluster, mlflow_server):
     assert submitted.returncode == 0
     laptop = cluster["tmp"] / "laptop"
-    env = {**_base_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}
+    env = {**isolated_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}
     proc = _farm("status", "--tracking-uri", mlflow_server["uri"], "--address", cluster["address"], cwd=laptop, env=env)
     assert proc.returncode == 0, proc.stderr
     assert ": finished" in proc.stdout.splitlines()[0]
@@ -138,7 +123,7 @@ def test_the_token_appears_nowhere(submitted, cluster, mlflow_server):
 def test_a_submission_without_the_right_token_fails_in_one_line(cluster, token):
     laptop = cluster["tmp"] / f"laptop-{token}"
     laptop.mkdir()
-    env = _base_env(laptop)
+    env = isolated_env(laptop)
     if token:
         env["RAY_AUTH_TOKEN"] = "0" * 32
     proc = _farm("sweep", "--address", cluster["address"], "--grid", "smoke", "--tracking-uri", "http://127.0.0.1:9",
@@ -152,11 +137,11 @@ def test_a_submission_without_the_right_token_fails_in_one_line(cluster, token):
 
 @pytest.mark.parametrize("address", ["http://127.0.0.1:9", "ray://127.0.0.1:9"])
 def test_a_cluster_sweep_needs_a_tracking_server_every_node_reaches(tmp_path, address):
-    proc = _farm("sweep", "--address", address, "--grid", "smoke", cwd=tmp_path, env=_base_env(tmp_path))
+    proc = _farm("sweep", "--address", address, "--grid", "smoke", cwd=tmp_path, env=isolated_env(tmp_path))
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: --tracking-uri: a sweep on a cluster needs an MLflow server")
     proc = _farm("sweep", "--address", address, "--grid", "smoke", "--tracking-uri", "sqlite:///mlflow.db",
-                 cwd=tmp_path, env=_base_env(tmp_path))
+                 cwd=tmp_path, env=isolated_env(tmp_path))
     assert proc.returncode == 2 and "is a store on this machine" in proc.stderr
     assert not (tmp_path / "mlflow.db").exists()
 
@@ -164,13 +149,11 @@ def test_a_cluster_sweep_needs_a_tracking_server_every_node_reaches(tmp_path, ad
 def test_ray_client_runs_the_driver_here_and_the_shipped_farm_on_both_nodes(submitted, cluster, mlflow_server):
     """`ray://HEAD:10001`: the driver runs on the laptop, the actors on the cluster with this
     farm uploaded (a node's installed farm is not used), results in the shared server."""
-    import json
-
     from mlflow.tracking import MlflowClient
 
     laptop = cluster["tmp"] / "laptop-client"
     laptop.mkdir()
-    env = {**_base_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}
+    env = {**isolated_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}
     proc = _farm("sweep", "--address", cluster["client"], "--grid", "smoke", "--tracking-uri", mlflow_server["uri"],
                  "--experiment", "ray-client", cwd=laptop, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -182,10 +165,7 @@ def test_ray_client_runs_the_driver_here_and_the_shipped_farm_on_both_nodes(subm
     exp = client.get_experiment_by_name("ray-client")
     children = client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'trial'")
     assert len(children) == 4 and {c.data.tags["farm.status"] for c in children} == {"ok"}
-    nodes = set()
-    for child in children:
-        path = client.download_artifacts(child.info.run_id, "result.json", str(laptop))
-        nodes.add(json.loads(Path(path).read_text()).get("node_id"))
+    nodes = {r["node_id"] for r in stored_results(mlflow_server["uri"], children, laptop)}
     assert len(nodes) == 2, "the trials spread over both nodes"
     # every trial's files were written in the uploaded working directory on its node
     runs = [p for node in cluster["nodes"] for p in node.temp_dir.rglob("farm-runs") if "working_dir_files" in str(p)]
@@ -194,7 +174,7 @@ def test_ray_client_runs_the_driver_here_and_the_shipped_farm_on_both_nodes(subm
 
 def test_a_failing_job_fails_the_command_with_the_jobs_exit_code(submitted, cluster, mlflow_server):
     laptop = cluster["tmp"] / "laptop"
-    env = {**_base_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}
+    env = {**isolated_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}
     # The job's own preflight on the head refuses an unknown sweep: `farm sweep` there exits 2.
     proc = _farm("sweep", "--address", cluster["address"], "--grid", "smoke", "--tracking-uri", mlflow_server["uri"],
                  "--resume", "0" * 32, cwd=laptop, env=env, timeout=300)
@@ -205,7 +185,7 @@ def test_a_failing_job_fails_the_command_with_the_jobs_exit_code(submitted, clus
 
 def test_no_wait_returns_after_submitting(submitted, cluster, mlflow_server):
     laptop = cluster["tmp"] / "laptop"
-    env = {**_base_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}
+    env = {**isolated_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}
     proc = _farm("sweep", "--address", cluster["address"], "--grid", "smoke", "--tracking-uri", mlflow_server["uri"],
                  "--resume", "0" * 32, "--no-wait", cwd=laptop, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr

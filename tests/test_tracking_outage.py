@@ -8,14 +8,13 @@ MLflow's own HTTP retries), so the sweep ends normally with every trial in MLflo
 
 from __future__ import annotations
 
-import json
-import os
 import time
 
 import pytest
 
 from raynodes import free_ports, stop_group
-from sweeptools import child_runs, start_farm, start_farm_server, wait_until, write_study
+from sweeptools import (child_runs, isolated_env, start_farm, start_farm_server, stored_results, wait_until,
+                        write_study)
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +33,7 @@ def test_a_tracking_server_outage_mid_sweep_loses_no_trial(tmp_path):
                  "requests": 4, "max_concurrency": 4, "max_seconds": 60},
     )
     ids = {t.id for t in expand(load_study(path), "three")}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_TRACKING", "RAY_"))}
+    env = isolated_env(tmp_path)
     (port,) = free_ports(1)
     uri = f"http://127.0.0.1:{port}"
     store, server_log = tmp_path / "store", tmp_path / "server.log"
@@ -51,26 +50,15 @@ def test_a_tracking_server_outage_mid_sweep_loses_no_trial(tmp_path):
         up = time.time()
         server = start_farm_server(store, port, env=env, log=server_log)
         sweep.wait(timeout=600)
+        out = log.read_text()
+        assert sweep.returncode == 0, out[-4000:]
+        assert "Traceback" not in out and "recommended" in out
+        sweep_id = out.split("sweep id: ", 1)[1].split()[0]
+        runs = child_runs(uri, sweep_id)
+        results = stored_results(uri, runs, tmp_path)
     finally:
         if sweep.poll() is None:
             sweep.kill()
-        stop_group(server)
-    out = log.read_text()
-    assert sweep.returncode == 0, out[-4000:]
-    assert "Traceback" not in out and "recommended" in out
-
-    sweep_id = out.split("sweep id: ", 1)[1].split()[0]
-    server = start_farm_server(store, port, env=env, log=server_log)
-    try:
-        runs = child_runs(uri, sweep_id)
-        results = []
-        from mlflow.tracking import MlflowClient
-
-        client = MlflowClient(uri)
-        for run in runs:
-            local = client.download_artifacts(run.info.run_id, "result.json", str(tmp_path))
-            results.append(json.loads(open(local).read()))
-    finally:
         stop_group(server)
     assert sorted(r.data.tags["farm.trial_id"] for r in runs) == sorted(ids)  # each trial once
     assert {r.data.tags["farm.status"] for r in runs} == {"ok"}
