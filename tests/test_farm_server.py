@@ -5,16 +5,14 @@ is in neither the server's output nor its command line, nor anything the sweep w
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import httpx
 import pytest
 
-from raynodes import free_ports, stop_group
-from sweeptools import start_farm_server
+from raynodes import free_ports, set_env, stop_group
+from sweeptools import isolated_env, start_farm_server
 
 pytestmark = pytest.mark.slow
 
@@ -22,19 +20,12 @@ PASSWORD = "farm-test-Pa55word"
 ADMIN = {"MLFLOW_TRACKING_USERNAME": "farm-admin", "MLFLOW_TRACKING_PASSWORD": PASSWORD}
 
 
-def _env(home: Path, **extra: str) -> dict[str, str]:
-    """This machine's environment without MLflow or Ray settings, a HOME of its own (no
-    ~/.mlflow/credentials of the machine's user), and `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_TRACKING", "RAY_"))}
-    return {**env, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0", **extra}
-
-
 @pytest.fixture(scope="module")
 def auth_server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("auth-server")
     (port,) = free_ports(1)
     log = tmp / "server.log"
-    proc = start_farm_server(tmp / "store", port, env=_env(tmp, **ADMIN), log=log, auth=True)
+    proc = start_farm_server(tmp / "store", port, env=isolated_env(tmp, **ADMIN), log=log, auth=True)
     try:
         yield {"uri": f"http://127.0.0.1:{port}", "store": tmp / "store", "log": log, "proc": proc}
     finally:
@@ -50,8 +41,7 @@ def test_basic_auth_server(auth_server, tmp_path):
     assert httpx.get(search, auth=("farm-admin", "wrong-password"), timeout=120).status_code == 401
     assert httpx.get(search, auth=("farm-admin", PASSWORD), timeout=120).status_code == 200
 
-    saved = {k: os.environ.get(k) for k in ADMIN}
-    os.environ.update(ADMIN)
+    restore_env = set_env(ADMIN)
     try:
         client = MlflowClient(uri)
         run = client.create_run(client.create_experiment("auth-test"))
@@ -60,8 +50,7 @@ def test_basic_auth_server(auth_server, tmp_path):
         client.log_artifacts(run.info.run_id, str(tmp_path / "up"), "files")
         assert [a.path for a in client.list_artifacts(run.info.run_id, "files")] == ["files/engine.log"]
     finally:
-        for k, v in saved.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+        restore_env()
     assert list((auth_server["store"] / "artifacts").rglob("engine.log"))  # stored by the server, over HTTP
     assert oct((auth_server["store"] / "basic_auth.ini").stat().st_mode & 0o777) == "0o600"
     text = auth_server["log"].read_text()
@@ -75,7 +64,7 @@ def test_basic_auth_server(auth_server, tmp_path):
 def test_a_sweep_without_the_servers_login_stops_in_one_line_before_anything_starts(auth_server, tmp_path, login,
                                                                                     message):
     proc = subprocess.run([sys.executable, "-m", "farm.cli", "sweep", "--grid", "smoke", "--tracking-uri",
-                           auth_server["uri"]], cwd=tmp_path, env=_env(tmp_path, **login), capture_output=True,
+                           auth_server["uri"]], cwd=tmp_path, env=isolated_env(tmp_path, **login), capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert proc.stderr.strip() == f"error: --tracking-uri: the MLflow server at {auth_server['uri']} {message}"
@@ -90,21 +79,19 @@ def test_a_whole_sweep_logs_into_the_authenticated_server(auth_server, tmp_path)
     (tmp_path / ".mlflow" / "credentials").write_text(f"[mlflow]\nmlflow_tracking_username = farm-admin\n"
                                                       f"mlflow_tracking_password = {PASSWORD}\n")
     proc = subprocess.run([sys.executable, "-m", "farm.cli", "sweep", "--grid", "smoke", "--experiment", "auth-sweep",
-                           "--tracking-uri", auth_server["uri"]], cwd=tmp_path, env=_env(tmp_path),
+                           "--tracking-uri", auth_server["uri"]], cwd=tmp_path, env=isolated_env(tmp_path),
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "recommended" in proc.stdout and PASSWORD not in proc.stdout + proc.stderr
 
-    saved = {k: os.environ.get(k) for k in ADMIN}
-    os.environ.update(ADMIN)
+    restore_env = set_env(ADMIN)
     try:
         client = MlflowClient(auth_server["uri"])
         exp = client.get_experiment_by_name("auth-sweep")
         sweeps = client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'sweep'")
         children = client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'trial'")
     finally:
-        for k, v in saved.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+        restore_env()
     assert len(sweeps) == 1 and sweeps[0].data.tags["farm.status"] == "finished"
     assert len(children) == 4 and {c.data.tags["farm.status"] for c in children} == {"ok"}
     for run in [*sweeps, *children]:
@@ -115,9 +102,16 @@ def test_a_whole_sweep_logs_into_the_authenticated_server(auth_server, tmp_path)
     assert written and not [p for p in written if PASSWORD.encode() in p.read_bytes()]
 
 
-def test_auth_needs_the_admin_credentials(tmp_path):
+@pytest.mark.parametrize("admin, message", [
+    ({}, "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (the admin account; clients use the same "
+         "variables)"),
+    ({**ADMIN, "MLFLOW_TRACKING_PASSWORD": "short"}, "MLFLOW_TRACKING_PASSWORD is not a valid admin password for "
+                                                     "MLflow: Password must be at least 12 characters"),
+])
+def test_auth_needs_valid_admin_credentials_before_anything_is_written(tmp_path, admin, message):
     proc = subprocess.run([sys.executable, "-m", "farm.cli", "server", "--auth", "--store", str(tmp_path / "s")],
-                          env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+                          env=isolated_env(tmp_path, **admin), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("error: --auth: set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD "
-                                   "(the admin account; clients use the same variables)")
+    assert proc.stderr.strip().startswith(f"error: --auth: {message}"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "short" not in proc.stderr
+    assert not (tmp_path / "s").exists()

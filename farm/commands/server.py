@@ -51,9 +51,21 @@ def server_command(store: Path, host: str, port: int, *, auth: bool, allowed_hos
     return argv
 
 
-def _auth_env(store: Path) -> dict[str, str]:
-    """MLflow's basic-auth app: its config (admin from the MLFLOW_TRACKING_* variables) and a
-    Flask secret key, both kept in the store (mode 0600)."""
+def _check_admin_password(password: str) -> None:
+    """MLflow's own password policy, applied here: the auth app would otherwise die at start with
+    a traceback in the server's output."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.validation import _validate_password
+
+    try:
+        _validate_password(password)
+    except MlflowException as exc:
+        raise UserError(f"MLFLOW_TRACKING_PASSWORD is not a valid admin password for MLflow: {exc.message}",
+                        key="--auth") from None
+
+
+def _admin_credentials() -> tuple[str, str]:
+    """The admin account for MLflow's basic-auth app, checked before anything is written."""
     try:
         import flask_wtf  # noqa: F401  (the basic-auth app needs it: pip install 'mlflow[auth]')
     except ImportError:
@@ -62,6 +74,13 @@ def _auth_env(store: Path) -> dict[str, str]:
     if not user or not password:
         raise UserError("set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (the admin account; "
                         "clients use the same variables)", key="--auth")
+    _check_admin_password(password)
+    return user, password
+
+
+def _auth_env(store: Path, user: str, password: str) -> dict[str, str]:
+    """MLflow's basic-auth app: its config (the admin account) and a Flask secret key, both kept
+    in the store (mode 0600)."""
     ini = store / "basic_auth.ini"
     ini.write_text(AUTH_INI.format(db=store / "basic_auth.db", user=user, password=password))
     ini.chmod(0o600)
@@ -84,11 +103,12 @@ def _auth_env(store: Path) -> dict[str, str]:
 @click.option("--workers", type=int, default=2, show_default=True, help="Server worker processes.")
 def server(store: str, host: str, port: int, auth: bool, allowed_hosts: str | None, workers: int) -> None:
     """Start the shared MLflow tracking server (runs in the foreground; Ctrl-C stops it)."""
+    admin = _admin_credentials() if auth else None
     root = Path(store).resolve()
     root.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    if auth:
-        env.update(_auth_env(root))
+    if admin:
+        env.update(_auth_env(root, *admin))
     argv = server_command(root, host, port, auth=auth, allowed_hosts=allowed_hosts, workers=workers)
     shown = "0.0.0.0" if host in ("0.0.0.0", "::") else host
     click.echo(f"farm server: MLflow at http://{shown}:{port} (store {root}); nodes log with "
