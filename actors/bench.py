@@ -7,6 +7,7 @@ before every benchmark run; the engine never outlives the runner (process group 
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import random
@@ -24,9 +25,10 @@ from farm import bench_client
 from farm.datasets import DatasetMissing, prepare_sharegpt
 from farm.engines import get_engine
 from farm.engines.base import redact_args
-from farm.proc import EngineExited, EngineProcess, ReadyTimeout, clean_env, free_port, tail
-from farm.results import (TRANSIENT, ProfileRun, ReportError, Status, TrialResult, parse_report, slim_report,
-                          stopped_by_time_limit)
+from farm.proc import (EngineEnvError, EngineExited, EngineProcess, ReadyTimeout, clean_env, expand_env, free_port,
+                       tail)
+from farm.results import (TRANSIENT, ProfileRun, ReportError, Status, TrialResult, WarmupRun, parse_report,
+                          slim_report, stopped_by_time_limit)
 from farm.secrets import redact_flags, scrub, secret_values
 from farm.spec import EngineSpec, ProfileSpec
 from farm.tokenizer import cache_dir, resolve_tokenizer
@@ -49,6 +51,7 @@ class TrialJob(BaseModel):
     min_success_rate: float = 0.99
     workdir: str = Field(description="Root for this node's artifacts; the trial gets a subdirectory.")
     attempt: int = 1
+    first_pass: bool = Field(default=True, description="False for a later pass of --repeats auto.")
     order_seed: int = 0
     tracking_uri: str | None = None
     experiment_id: str | None = None
@@ -139,10 +142,28 @@ class TrialRunner:
                 files[name] = None
         return files
 
+    def _engine_env(self) -> tuple[dict[str, str], bool | None]:
+        """The engine's environment, and whether its compile cache on this node is empty (a cold
+        start; None where the engine keeps no cache farm knows of)."""
+        spec, trial = self.job.engine_spec, self.job.trial
+        wanted = self.engine.env(spec, trial)
+        # Compile caches live in farm's node cache, shared by every trial on the node; the study's
+        # own environment may put them elsewhere.
+        caches = {k: v for k, v in self.engine.cache_env(cache_dir() / "compile").items() if k not in wanted}
+        for path in caches.values():
+            Path(path).mkdir(parents=True, exist_ok=True)
+        cold = not any(any(Path(path).iterdir()) for path in caches.values()) if caches else None
+        return clean_env(dict(os.environ), {**caches, **expand_env(wanted, dict(os.environ))}), cold
+
     # -- the trial -----------------------------------------------------------------------
     def run(self) -> TrialResult:
         job, trial, spec = self.job, self.job.trial, self.job.engine_spec
-        env = clean_env(dict(os.environ), self.engine.env(spec, trial))
+        try:
+            env, cold = self._engine_env()
+        except EngineEnvError as exc:
+            env, cold, env_problem = clean_env(dict(os.environ), {}), None, str(exc)
+        else:
+            env_problem = None
         if not trial.gpus and "CUDA_VISIBLE_DEVICES" not in spec.env:
             # Ray leaves a 0-GPU actor the node's whole view of its GPUs; an engine that needs
             # none must not touch the GPUs that other trials on this node hold.
@@ -157,8 +178,16 @@ class TrialRunner:
             node=socket.gethostname(), node_ip=_node_ip(), node_id=_node_id(), attempt=job.attempt,
             started_at=time.time(), previous_attempts=list(job.previous_attempts),
             gpus=[g for g in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g],
-            artifacts_dir=str(self.dir),
+            artifacts_dir=str(self.dir), guidellm_version=_guidellm_version(),
         )
+        if trial.gpus:
+            result.gpu_name = _gpu_name(result.gpus)
+        if cold is not None:
+            result.engine_reported["compile_cache_cold"] = cold
+        if env_problem:
+            result.status, result.reason = Status.engine_failed_to_start, env_problem
+            result.finished_at = time.time()
+            return result
         try:
             self._run(result, env)
         finally:
@@ -207,10 +236,23 @@ class TrialRunner:
         except ReadyTimeout as exc:
             result.status, result.reason = self._engine_failure(Status.engine_failed_to_start, str(exc))
             return
-        result.engine_reported.update({"ready_s": round(ready_s, 2),
-                                       **self.engine.reported_capacity(tail(self.dir / "engine.log", 2000, 2_000_000))})
+        start_log = tail(self.dir / "engine.log", 2000, 2_000_000)
+        result.engine_reported.update({"ready_s": round(ready_s, 2), **self.engine.reported_capacity(start_log),
+                                       **self.engine.reported_startup(start_log)})
+        for name in trial.profiles:
+            if job.profiles[name].warmup_requests and not self._cancelled.is_set():
+                warm_run = self._warmup(name, base_url, tokenizer, data_files.get(name))
+                result.warmup_runs.append(warm_run)
+                if self.proc is not None and not self.proc.alive():
+                    result.status, result.reason = self._engine_failure(
+                        Status.engine_crashed, f"engine exited with code {self.proc.poll()} during the warm-up of {name}")
+                    return
 
-        plan = [(name, r) for r in range(job.repeats) for name in trial.profiles]
+        # A block may ask for more runs of some profiles (first pass only: a later pass of
+        # `--repeats auto` says itself how many more runs it wants).
+        counts = {name: max(job.repeats, trial.profile_repeats.get(name, 0) if job.first_pass else 0)
+                  for name in trial.profiles}
+        plan = [(name, r) for name in trial.profiles for r in range(counts[name])]
         # Interleave profiles and repeats in a seeded order, so drift over time (thermals, a noisy
         # neighbour) does not line up with one profile.
         random.Random(f"{job.order_seed}:{trial.id}").shuffle(plan)
@@ -223,6 +265,26 @@ class TrialRunner:
                 break
         result.runs.sort(key=lambda r: (trial.profiles.index(r.profile), r.repeat))
         result.status, result.reason = _status_of_runs(result.runs)
+
+    def _warmup(self, name: str, base_url: str, tokenizer: str, data_file: Path | None) -> WarmupRun:
+        """An unrecorded run of `warmup_requests` of the profile's data: the first run after a start
+        was 4 % slower than the next two on the H200 (lazy initialisation, allocator growth)."""
+        profile = self.job.profiles[name]
+        started = time.time()
+        stem = f"{name}-warmup"
+        spec = bench_client.scenario_spec(profile, target=base_url, model=self.job.trial.model, tokenizer=tokenizer,
+                                          output=self.dir / f"{stem}.json", data_file=data_file,
+                                          requests=profile.warmup_requests)
+        outcome = bench_client.run_client(spec, workdir=self.dir, name=stem,
+                                          timeout_s=(profile.max_seconds or 3600) + 120,
+                                          engine_alive=lambda: self.proc is not None and self.proc.alive(),
+                                          cancelled=self._cancelled.is_set)
+        warm = WarmupRun(profile=name, requests=profile.warmup_requests, seconds=round(time.time() - started, 2),
+                         ok=outcome.returncode == 0 and not outcome.timed_out)
+        if not warm.ok:
+            warm.reason = "timed out" if outcome.timed_out else (
+                f"guidellm exited with {outcome.returncode}: " + tail(outcome.log_path, 2).replace("\n", " | "))
+        return warm
 
     def _run_profile(self, name: str, repeat: int, base_url: str, tokenizer: str, data_file: Path | None) -> ProfileRun:
         job, trial = self.job, self.job.trial
@@ -319,6 +381,24 @@ def _fresh_dir(path: Path) -> Path:
         except FileExistsError:
             n += 1
             candidate = path.with_name(f"{path.name}.{n}")
+
+
+def _guidellm_version() -> str | None:
+    try:
+        return importlib.metadata.version("guidellm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _gpu_name(ids: list[str]) -> str | None:
+    """The model of the trial's GPUs as the driver names them ('NVIDIA H200'); None without a driver."""
+    cmd = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"] + (["-i", ",".join(ids)] if ids else [])
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    names = sorted({line.strip() for line in out.stdout.splitlines() if line.strip()})
+    return ", ".join(names) if out.returncode == 0 and names else None
 
 
 def _node_ip() -> str | None:

@@ -20,8 +20,9 @@ DEFAULT_WORKERS = "2"
 
 
 def scenario_spec(profile: ProfileSpec, *, target: str, model: str, tokenizer: str,
-                  output: Path, data_file: Path | None = None) -> dict:
-    """guidellm 0.8 `BenchmarkArgs` for one run of `profile` against `target`."""
+                  output: Path, data_file: Path | None = None, requests: int | None = None) -> dict:
+    """guidellm 0.8 `BenchmarkArgs` for one run of `profile` against `target` (`requests`
+    replaces the profile's count, for a warm-up run)."""
     backend: dict = {"kind": "openai_http", "target": target, "model": model}
     if profile.request_format:
         backend["request_format"] = profile.request_format
@@ -32,12 +33,12 @@ def scenario_spec(profile: ProfileSpec, *, target: str, model: str, tokenizer: s
             strategy["max_concurrency"] = profile.max_concurrency
     else:
         strategy["streams"] = [profile.max_concurrency or 1]
-    constraints: list[dict] = [{"kind": "max_requests", "count": profile.requests}]
+    constraints: list[dict] = [{"kind": "max_requests", "count": requests or profile.requests}]
     if profile.max_seconds:
         constraints.append({"kind": "max_duration", "seconds": profile.max_seconds})
     if profile.data.kind == "synthetic":
         data = {"kind": "synthetic_text", "prompt_tokens": profile.data.prompt_tokens,
-                "output_tokens": profile.data.output_tokens}
+                "output_tokens": profile.data.output_tokens, **profile.data.spread}
     else:
         if data_file is None:
             raise ValueError("a ShareGPT profile needs its prepared data file")

@@ -106,7 +106,7 @@ def expand(study: Study, grid: str) -> list[Trial]:
                     gpus = 0 if engine_spec.device == "cpu" else engine.gpus(all_flags)
                 except ValueError as exc:
                     raise SpecError(str(exc), file=study.source, key=where) from None
-                tid = trial_id(block.engine, model.name, all_flags)
+                tid = trial_id(block.engine, model.name, all_flags, model.weights)
                 if tid in seen:
                     continue
                 seen[tid] = block.name or tid
@@ -121,7 +121,9 @@ def expand(study: Study, grid: str) -> list[Trial]:
                         flags=flags,
                         required_flags=dict(engine_spec.flags),
                         knobs=knobs,
+                        weights=model.weights,
                         profiles=profiles,
+                        profile_repeats=dict(block.profile_repeats),
                         gpus=gpus,
                         after=block.after,
                         index=len(trials),
@@ -135,6 +137,23 @@ def expand(study: Study, grid: str) -> list[Trial]:
         if t.after and t.after not in names:
             raise SpecError(f"'after' names unknown step '{t.after}'", file=study.source, key=f"grids.{grid}.blocks[{t.index}].after")
     return trials
+
+
+def select_trials(trials: list[Trial], wanted: tuple[str, ...] | list[str], *, key: str) -> set[str]:
+    """Ids of the trials named (by name or id) in `wanted`; a name the grid does not have is an error."""
+    by_name = {t.name: t.id for t in trials if t.name}
+    ids = {t.id for t in trials}
+    out: set[str] = set()
+    for name in wanted:
+        if name in ids:
+            out.add(name)
+        elif name in by_name:
+            out.add(by_name[name])
+        else:
+            known = ", ".join([t.name or t.id for t in trials][:12])
+            raise SpecError(f"no trial '{name}' in this grid (it has: {known}{', ...' if len(trials) > 12 else ''})",
+                            key=key)
+    return out
 
 
 # ---------------------------------------------------------------------------------------

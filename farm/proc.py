@@ -9,6 +9,7 @@ reaches the node's disk, even if the owner is killed before it could clean up.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -47,6 +48,22 @@ def clean_env(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in base.items() if not k.startswith("RAY_")}
     env.update(extra)
     return env
+
+
+def expand_env(values: dict[str, str], environ: dict[str, str]) -> dict[str, str]:
+    """`${NAME}` in a study's engine environment is the node's own variable (a bundle's path differs
+    from node to node); a variable the node does not have is an error, not an empty string."""
+    out = {}
+    for key, value in values.items():
+        missing = [m.group(1) for m in re.finditer(r"\$\{(\w+)\}", value) if m.group(1) not in environ]
+        if missing:
+            raise EngineEnvError(f"{key}={value}: ${{{missing[0]}}} is not set on this node")
+        out[key] = re.sub(r"\$\{(\w+)\}", lambda m: environ[m.group(1)], value)
+    return out
+
+
+class EngineEnvError(ValueError):
+    """The study's engine environment names a variable the node does not have."""
 
 
 def tail(path: Path, max_lines: int = 80, max_bytes: int = 64_000) -> str:

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError,
+                      field_validator)
 
 from farm.errors import UserError, key_path
 from farm.results import Status
@@ -90,6 +92,21 @@ class ProfileInfo(_Strict):
         return self.output_tokens is not None
 
 
+class Provenance(_Strict):
+    """Where a number came from: without it a throughput cannot be compared with another one."""
+
+    engine_version: StrictStr | None = Field(default=None, description="Engine version the run measured.")
+    client_version: StrictStr | None = Field(default=None, description="Benchmark client and version (guidellm X).")
+    gpu: StrictStr | None = Field(default=None, description="GPU model the engine ran on, as the driver names it.")
+    gpus: StrictInt | None = Field(default=None, ge=0, description="GPUs the engine held.")
+    weights: Literal["real", "dummy"] | None = Field(
+        default=None, description="real: a checkpoint; dummy: the architecture with random weights.")
+    engine_start_s: StrictFloat | None = Field(default=None, ge=0, description="Seconds from launch to ready.")
+    engine_start_cold: StrictBool | None = Field(
+        default=None, description="Whether the engine compiled from scratch (no compile cache on the node).")
+    started_at: StrictStr | None = Field(default=None, description="When the run started (UTC, ISO 8601).")
+
+
 class RunRecord(_Strict):
     """One benchmark run: one trial (engine, model, flag set) on one profile, one repeat."""
 
@@ -107,6 +124,11 @@ class RunRecord(_Strict):
     total_requests: int | None = Field(default=None, description="Requests its profile asked for.")
     node: str | None = Field(default=None, description="Node the run ran on, if known.")
     command: str | None = Field(default=None, description="The serve command, when the source recorded one.")
+    provenance: Provenance | None = Field(default=None, description="Versions, GPU, weights and engine start.")
+
+    @property
+    def dummy_weights(self) -> bool:
+        return self.provenance is not None and self.provenance.weights == "dummy"
 
     @property
     def label(self) -> str:
@@ -195,6 +217,7 @@ class _FileRun(_Strict):
     reason: StrictStr | None = None
     node: StrictStr | None = None
     command: StrictStr | None = None
+    provenance: Provenance | None = None
     # Annotations of the seed's file: where the run is in the seed document, and remarks.
     seed_line: StrictInt | None = None
     note: StrictStr | None = None
@@ -307,6 +330,7 @@ def results_from_data(data: Any, source: str) -> Results:
             total_requests=profiles[run.profile].total_requests,
             node=run.node,
             command=run.command,
+            provenance=run.provenance,
         ))
     _check_trial_ids(records, source)
     return Results(
@@ -353,6 +377,7 @@ def results_to_data(results: Results) -> dict[str, Any]:
             "id": rec.id, "trial": rec.trial, "name": rec.name, "engine": rec.engine, "model": rec.model,
             "flags": list(rec.flags), "profile": rec.profile, "repeat": rec.repeat, "status": rec.status.value,
             "reason": rec.reason, "node": rec.node, "command": rec.command, "metrics": dict(rec.metrics),
+            "provenance": rec.provenance.model_dump(exclude_none=True) if rec.provenance else None,
         }
         runs.append({k: v for k, v in run.items() if v is not None})
     head = {
@@ -383,10 +408,17 @@ def write_results_file(results: Results, path: str | Path) -> Path:
 def profile_info(study: "Study", name: str) -> ProfileInfo:
     spec = study.profiles[name]
     data = spec.data
-    fixed = data.kind == "synthetic"
+    fixed = data.fixed_lengths
+    if data.kind == "sharegpt":
+        dataset = str(data.path)
+    elif fixed:
+        dataset = data.kind
+    else:  # lengths drawn around a mean: not a fixed output length the sanity checks may rely on
+        dataset = f"synthetic, mean {data.prompt_tokens} in / {data.output_tokens} out, spread " + \
+            ", ".join(f"{k}={v}" for k, v in data.spread.items())
     return ProfileInfo(
         total_requests=spec.requests,
-        dataset=str(data.path) if data.kind == "sharegpt" else data.kind,
+        dataset=dataset,
         input_tokens=data.prompt_tokens if fixed else None,
         output_tokens=data.output_tokens if fixed else None,
         request_rate=spec.rate,
@@ -469,6 +501,7 @@ def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, Profil
         asked = profiles[run.profile].total_requests if run.profile in profiles else None
         out.append(RunRecord(id=f"{t.label}/{run.profile}/{run.repeat}", profile=run.profile, repeat=run.repeat,
                              status=run.status, reason=run.reason, metrics=metrics, total_requests=asked,
+                             provenance=provenance_of(tr, run.started_at),
                              **{**common, "node": run.node or node}))
     ran = {run.profile for run in tr.runs}
     for profile in t.profiles:
@@ -476,5 +509,23 @@ def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, Profil
             out.append(RunRecord(id=f"{t.label}/{profile}/0", profile=profile, status=tr.status,
                                  reason=tr.reason or tr.status.value,
                                  total_requests=profiles[profile].total_requests if profile in profiles else None,
-                                 **common))
+                                 provenance=provenance_of(tr, None), **common))
     return out
+
+
+def provenance_of(tr: "TrialResult", started_at: float | None) -> Provenance:
+    """A trial's versions, GPU, weights and engine start, as one run of it carries them."""
+    reported = tr.engine_reported
+    cold = reported.get("compile_cache_hit")
+    start = reported.get("ready_s")
+    when = datetime.fromtimestamp(started_at, timezone.utc).isoformat(timespec="seconds") if started_at else None
+    return Provenance(
+        engine_version=tr.engine_version,
+        client_version=f"guidellm {tr.guidellm_version}" if tr.guidellm_version else None,
+        gpu=tr.gpu_name,
+        gpus=tr.trial.gpus,
+        weights=tr.trial.weights,
+        engine_start_s=float(start) if isinstance(start, (int, float)) else None,
+        engine_start_cold=(not cold) if isinstance(cold, bool) else reported.get("compile_cache_cold"),
+        started_at=when,
+    )

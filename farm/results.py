@@ -111,6 +111,18 @@ class ProfileRun(BaseModel):
     pass_index: int = Field(default=1, ge=1, description="Pass of `--repeats auto` this run belongs to (1 = the first).")
 
 
+class WarmupRun(BaseModel):
+    """An unrecorded run before a profile's measured runs (the profile's `warmup_requests`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    profile: str
+    requests: int
+    seconds: float
+    ok: bool
+    reason: str | None = None
+
+
 class TrialResult(BaseModel):
     """Everything one trial produced: its status, the exact command, versions, node and every run."""
 
@@ -141,6 +153,7 @@ class TrialResult(BaseModel):
     started_at: float | None = None
     finished_at: float | None = None
     runs: list[ProfileRun] = Field(default_factory=list)
+    warmup_runs: list[WarmupRun] = Field(default_factory=list, description="Warm-up runs before the measured ones.")
     engine_reported: dict[str, Any] = Field(default_factory=dict, description="What the engine says it got (KV capacity, ...).")
     log_tail: str = ""
     artifacts_dir: str | None = None

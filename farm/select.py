@@ -497,8 +497,21 @@ def _judge(cell: Cell, metric: str, min_rate: float, slo: SLOSpec | None = None)
         cell.reason = "SLO: " + "; ".join(cell.slo_broken)
     elif cell.score is None:
         cell.reason = f"no {METRIC_LABELS.get(metric, metric)} in its runs"
+    elif (dependent := _output_dependent_on_dummy(cell.records)):
+        cell.reason = (f"measured on dummy weights with {', '.join('--' + f for f in dependent)}: its throughput "
+                       f"depends on what the model outputs (accepted draft tokens), which random weights do not "
+                       f"show; measure it with the real checkpoint")
     else:
         cell.eligible = True
+
+
+def _output_dependent_on_dummy(records: list[RunRecord]) -> list[str]:
+    """Flags of a dummy-weights trial whose effect depends on the model's output (speculative decoding)."""
+    from farm.engines import ENGINES
+
+    rec = next((r for r in records if r.dummy_weights), None)
+    engine = ENGINES.get(rec.engine) if rec is not None else None
+    return engine.output_dependent(rec.flags) if engine is not None else []
 
 
 @dataclass

@@ -58,6 +58,12 @@ class ModelSpec(_Strict):
         default=None,
         description="Key of the model this checkpoint is a variant of (e.g. the FP8 export of a BF16 model).",
     )
+    weights: Literal["real", "dummy"] = Field(
+        default="real",
+        description="dummy: a weight-free model directory (config, tokenizer) served with random weights "
+        "(the engine's own dummy load format). Throughput and latency are the architecture's; output text and "
+        "anything that depends on it (speculative decoding's acceptance) are not, and every record says so.",
+    )
 
     @field_validator("quantization")
     @classmethod
@@ -157,20 +163,51 @@ class EngineSpec(_Strict):
 
 class DataSpec(_Strict):
     kind: Literal["synthetic", "sharegpt"]
-    prompt_tokens: int | None = Field(default=None, gt=0)
-    output_tokens: int | None = Field(default=None, gt=0)
+    prompt_tokens: int | None = Field(default=None, gt=0, description="Mean prompt length of synthetic data (tokens).")
+    output_tokens: int | None = Field(default=None, gt=0, description="Mean output length of synthetic data (tokens).")
+    # A spread around the means (guidellm draws each request's lengths from a normal distribution
+    # clipped to [min, max]): a synthetic stand-in for a dataset of natural lengths.
+    prompt_tokens_stdev: int | None = Field(default=None, gt=0, description="Standard deviation of prompt lengths.")
+    prompt_tokens_min: int | None = Field(default=None, gt=0, description="Shortest prompt (tokens).")
+    prompt_tokens_max: int | None = Field(default=None, gt=0, description="Longest prompt (tokens).")
+    output_tokens_stdev: int | None = Field(default=None, gt=0, description="Standard deviation of output lengths.")
+    output_tokens_min: int | None = Field(default=None, gt=0, description="Shortest output (tokens).")
+    output_tokens_max: int | None = Field(default=None, gt=0, description="Longest output (tokens).")
     path: str | None = Field(default=None, description="ShareGPT-format JSON file (kind=sharegpt).")
+
+    @property
+    def spread(self) -> dict[str, int]:
+        """The spread fields that are set, named as guidellm's synthetic data names them."""
+        return {name: getattr(self, name) for name in SPREAD_FIELDS if getattr(self, name) is not None}
+
+    @property
+    def fixed_lengths(self) -> bool:
+        """Every request has exactly the mean lengths (no spread)."""
+        return self.kind == "synthetic" and not self.spread
 
     @model_validator(mode="after")
     def _check(self) -> "DataSpec":
         if self.kind == "synthetic" and (self.prompt_tokens is None or self.output_tokens is None):
             raise ValueError("synthetic data needs prompt_tokens and output_tokens")
+        if self.kind != "synthetic" and self.spread:
+            raise ValueError(f"{', '.join(self.spread)}: only synthetic data has a length spread")
+        for side in ("prompt", "output"):
+            low, high = getattr(self, f"{side}_tokens_min"), getattr(self, f"{side}_tokens_max")
+            mean = getattr(self, f"{side}_tokens")
+            if low is not None and high is not None and low > high:
+                raise ValueError(f"{side}_tokens_min ({low}) is above {side}_tokens_max ({high})")
+            if mean is not None and ((low is not None and mean < low) or (high is not None and mean > high)):
+                raise ValueError(f"{side}_tokens ({mean}) lies outside [{side}_tokens_min, {side}_tokens_max]")
         if self.kind == "sharegpt" and not self.path:
             raise ValueError("sharegpt data needs a path")
         return self
 
     def resolved_path(self) -> Path | None:
         return Path(os.path.expandvars(os.path.expanduser(self.path))) if self.path else None
+
+
+SPREAD_FIELDS = ("prompt_tokens_stdev", "prompt_tokens_min", "prompt_tokens_max",
+                 "output_tokens_stdev", "output_tokens_min", "output_tokens_max")
 
 
 class SLOSpec(_Strict):
@@ -207,7 +244,11 @@ class ProfileSpec(_Strict):
     max_concurrency: int | None = Field(default=None, gt=0, description="Most requests in flight at once.")
     seed: int = 42
     max_seconds: float | None = Field(default=None, gt=0, description="Time limit of one run; past it the run is a timeout.")
-    warmup_requests: int = Field(default=0, ge=0)
+    warmup_requests: int = Field(
+        default=0, ge=0,
+        description="Requests of an unrecorded warm-up run of this profile's data before its measured runs "
+        "(after an engine start the first run is slower: lazy initialisation, allocator growth, JIT caches).",
+    )
     request_format: str | None = Field(
         default=None, description="guidellm request format, e.g. '/v1/completions'; default chat completions."
     )
@@ -240,6 +281,19 @@ class GridBlock(_Strict):
         description="Where this block's engine cannot express a knob value, drop that trial instead of failing: "
         "true for all knobs, or a list of knob names.",
     )
+    profile_repeats: dict[str, int] = Field(
+        default_factory=dict,
+        description="Profile -> runs of it for this block's trials where more than the study's `repeats` are wanted "
+        "(e.g. {throughput: 3} for the two configurations a study compares most closely); first pass only.",
+    )
+
+    @field_validator("profile_repeats")
+    @classmethod
+    def _repeats_positive(cls, value: dict[str, int]) -> dict[str, int]:
+        for name, n in value.items():
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"{name}: expected a whole number >= 1, got {n!r}")
+        return value
 
     _normalize = field_validator("flags", "axes", mode="before")(lambda cls, v: _normalize_flags(v or {}))
     _skip = field_validator("skip_unsupported")(lambda cls, v: _check_skip(v))
@@ -301,6 +355,16 @@ class GridSpec(_Strict):
     max_concurrent_trials: int | None = Field(default=None, gt=0)
 
 
+class ReferenceSpec(_Strict):
+    """Another study's results to set farm's numbers beside (the seed document's), by trial name."""
+
+    results: str = Field(description="Results file in the seed-results.json format; relative to the study file.")
+    label: str = Field(default="reference", description="How the report names it.")
+    profiles: dict[str, str] = Field(
+        default_factory=dict, description="farm profile -> the reference's profile, where the names differ.")
+    note: str | None = Field(default=None, description="What differs between the two (versions, weights, data).")
+
+
 class Study(_Strict):
     name: str
     experiment: str | None = Field(default=None, description="MLflow experiment; default the study name.")
@@ -330,6 +394,8 @@ class Study(_Strict):
         description="GPU model every GPU trial must run on, as Ray names it (e.g. 'H200'); an engine's own "
         "`accelerator_type` overrides it.",
     )
+    reference: ReferenceSpec | None = Field(
+        default=None, description="Results of another study to set beside farm's in the report (by trial name).")
     _source: str | None = PrivateAttr(default=None)
 
     _accel = field_validator("accelerator_type")(lambda cls, v: _check_accelerator(v))
@@ -381,6 +447,9 @@ class Study(_Strict):
                 where = f"grids.{gname}.blocks[{b}]"
                 if block.engine not in self.engines:
                     raise _RefError(f"{where}.engine", f"unknown engine '{block.engine}' (the study defines: {', '.join(self.engines)})")
+                for name in block.profile_repeats:
+                    if name not in (grid.profiles or self.profiles):
+                        raise _RefError(f"{where}.profile_repeats.{name}", f"'{name}' is not one of the grid's profiles")
                 for m, model in enumerate(block.models):
                     if model not in self.models:
                         raise _RefError(f"{where}.models[{m}]", f"unknown model '{model}' (the study defines: {', '.join(self.models)})")
@@ -497,6 +566,9 @@ def _resolve_relative_paths(data: dict, base: Path) -> None:
                 engine["venv"] = fix(engine["venv"])
             if isinstance(engine.get("launcher"), list) and engine["launcher"]:
                 engine["launcher"][0] = fix(engine["launcher"][0])
+    reference = data.get("reference")
+    if isinstance(reference, dict) and "results" in reference:
+        reference["results"] = fix(reference["results"])
     models = data.get("models")
     for key, model in (list(models.items()) if isinstance(models, dict) else []):
         if isinstance(model, str):

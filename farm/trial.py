@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,7 +26,11 @@ class Trial(BaseModel):
         "a record, not part of the id: the id depends only on what the engine is given.",
     )
     profiles: list[str]
+    weights: Literal["real", "dummy"] = Field(
+        default="real", description="dummy: the engine builds the architecture with random weights (no checkpoint).")
     gpus: int = Field(default=0, ge=0, description="GPUs the engine needs, all on one node.")
+    profile_repeats: dict[str, int] = Field(
+        default_factory=dict, description="Profile -> runs of it in the first pass, where more than the sweep's repeats.")
     after: str | None = None
     index: int = Field(default=0, description="Position in the grid; ordered grids are read in this order.")
 
@@ -39,7 +43,13 @@ class Trial(BaseModel):
         return self.name or self.id
 
 
-def trial_id(engine: str, model: str, flags: dict[str, Any]) -> str:
-    """Hash of what defines the server under test; port and host do not belong to it."""
-    canonical = json.dumps({"engine": engine, "model": model, "flags": flags}, sort_keys=True, default=str)
+def trial_id(engine: str, model: str, flags: dict[str, Any], weights: str = "real") -> str:
+    """Hash of what defines the server under test; port and host do not belong to it.
+
+    Dummy weights are another server (the same flags measure another thing); real weights leave
+    the id as it always was."""
+    key: dict[str, Any] = {"engine": engine, "model": model, "flags": flags}
+    if weights != "real":
+        key["weights"] = weights
+    canonical = json.dumps(key, sort_keys=True, default=str)
     return f"{engine}-{hashlib.sha1(canonical.encode()).hexdigest()[:8]}"

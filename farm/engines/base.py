@@ -97,6 +97,12 @@ class Engine:
     container_launcher: ClassVar[list[str] | None] = None
     # Estimated seconds from launch to ready, for cost estimates (farm.grid.grid_cost); not a timeout.
     start_overhead_s: ClassVar[float] = 30.0
+    # Flags that build the model's architecture with random weights instead of loading a
+    # checkpoint (a study model with `weights: dummy`).
+    dummy_weights_flags: ClassVar[Mapping[str, Any]] = {}
+    # Flags whose presence makes a configuration's throughput depend on what the model outputs
+    # (speculative decoding: accepted draft tokens); meaningless on random weights.
+    output_dependent_flags: ClassVar[frozenset[str]] = frozenset()
 
     # -- resources -----------------------------------------------------------------------
     def gpus(self, flags: dict[str, Any]) -> int:
@@ -159,7 +165,18 @@ class Engine:
         return [f"--{self.model_arg}={model}"] if self.model_arg else [model]
 
     def serve_args(self, trial: Trial) -> list[str]:
-        return self.model_args(trial.model) + render_flags(trial.all_flags)
+        return self.model_args(trial.model) + render_flags(self.weights_flags(trial)) + render_flags(trial.all_flags)
+
+    def weights_flags(self, trial: Trial) -> dict[str, Any]:
+        """The dummy-weights flags a `weights: dummy` trial gets (unless its flags already set them)."""
+        if trial.weights != "dummy":
+            return {}
+        return {k: v for k, v in self.dummy_weights_flags.items() if k not in trial.all_flags}
+
+    def output_dependent(self, flags: Mapping[str, Any] | Sequence[str]) -> list[str]:
+        """The flags (of a mapping, or of `--name=value` strings) whose effect depends on the model's output."""
+        names = [f.lstrip("-").partition("=")[0] for f in flags] if not isinstance(flags, Mapping) else list(flags)
+        return [n for n in names if n in self.output_dependent_flags]
 
     def command(self, spec: EngineSpec, trial: Trial, *, port: int, host: str | None = None,
                 gpu_ids: Sequence[str] | None = None) -> list[str]:
@@ -220,6 +237,17 @@ class Engine:
     def env(self, spec: EngineSpec, trial: Trial) -> dict[str, str]:
         """Variables this engine needs on top of the node's environment."""
         return dict(spec.env)
+
+    def cache_env(self, root: PurePosixPath) -> dict[str, str]:
+        """Variables that put the engine's compile caches (torch.compile, JIT kernels) under `root`,
+        a per-node directory that outlives trials: a second start of a configuration skips compiling."""
+        return {}
+
+    # -- start-up ------------------------------------------------------------------------
+    def reported_startup(self, log_text: str) -> dict[str, Any]:
+        """The phases of the engine's start (seconds, memory) and whether its compile cache was warm,
+        read from its log; {} where it does not say."""
+        return {}
 
     # -- probing -------------------------------------------------------------------------
     def version_command(self, spec: EngineSpec) -> list[str] | None:

@@ -165,6 +165,8 @@ class SGLangEngine(Engine):
     # Launch to ready on an H200 for a 35B MoE, weights on local disk: loading, CUDA-graph capture
     # and SGLang's own warm-up request. An estimate for cost planning, not measured.
     start_overhead_s = 240.0
+    dummy_weights_flags: ClassVar[Mapping[str, Any]] = {"load-format": "dummy"}
+    output_dependent_flags: ClassVar[frozenset[str]] = frozenset({"speculative-algorithm"})
 
     failure_patterns: ClassVar[list[FailurePattern]] = [
         FailurePattern(r"error: (unrecognized arguments|argument [^:\n]+: invalid (choice|\w+ value)|"
