@@ -65,10 +65,13 @@ def cli() -> None:
 @click.option("--workdir", type=click.Path(file_okay=False), default="farm-runs", show_default=True,
               help="Where engine logs and guidellm reports are written on each node.")
 @click.option("--no-wait", is_flag=True, help="With --address http://HEAD:8265: submit the job and return.")
+@click.option("--trial", "only", multiple=True, metavar="NAME|ID",
+              help="Run only this trial of the grid now (repeatable); the sweep keeps the grid's other trials "
+                   "pending, for a later `--resume` (a sweep in pieces, e.g. one per GPU lease).")
 def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, run_budget, workdir,
-          no_wait) -> None:
+          no_wait, only) -> None:
     """Expand a grid into trials and benchmark each on its own engine server."""
-    from farm.grid import expand
+    from farm.grid import expand, select_trials
     from farm.spec import load_study
     from farm.sweep_view import print_dry_run
 
@@ -76,9 +79,13 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     # The effective repeats and budget travel with the study (its MLflow snapshot, the report's alpha).
     study = study.model_copy(update={k: v for k, v in (("repeats", repeats), ("max_runs", run_budget)) if v is not None})
     trials = expand(study, grid)
+    selected = select_trials(trials, only, key="--trial") if only else None
     if dry_run:
-        print_dry_run(study, grid, trials)
+        print_dry_run(study, grid, [t for t in trials if selected is None or t.id in selected])
         return
+    if only and (address and is_jobs_address_str(address) or repeats == "auto"):
+        raise UserError("--trial runs part of a sweep from this machine; it does not combine with "
+                        "--address http://... or --repeats auto", key="--trial")
     from farm.jobs import (check_tracking_for_cluster, enable_client_token, is_client_address, is_jobs_address,
                            submit_from_cli)
 
@@ -108,7 +115,12 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume)
     argv = "farm " + shlex.join(sys.argv[1:])
     run_and_report(study, grid, trials, address=address, tracking_uri=tracking_uri, experiment=experiment,
-                   resume=resume, repeats=repeats or study.repeats, workdir=node_workdir, command=argv)
+                   resume=resume, repeats=repeats or study.repeats, workdir=node_workdir, command=argv,
+                   only=selected)
+
+
+def is_jobs_address_str(address: str) -> bool:
+    return address.startswith(("http://", "https://"))
 
 
 from farm.commands.analyze import analyze  # noqa: E402  (commands register after the group exists)

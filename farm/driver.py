@@ -213,7 +213,8 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
               address: str | None, resume: str | None, repeats: int | str, workdir: Path, command: str,
               on_event: Callable[[str, TrialJob, TrialResult | None], None] = lambda *a: None,
               on_sweep: Callable[[str], None] = lambda s: None,
-              on_pass: Callable[[plan.PassPlan], None] = lambda p: None) -> SweepOutcome:
+              on_pass: Callable[[plan.PassPlan], None] = lambda p: None,
+              only: set[str] | None = None) -> SweepOutcome:
     """Run a sweep: every trial (`repeats` runs per profile, or 'auto'), the baseline once more on
     every node when there are several (node controls), then the later passes of `--repeats auto`."""
     from farm.preflight import check_resume
@@ -245,10 +246,12 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         on_sweep(sweep_id)
         tag_sweep_with_submission(tracking_uri, sweep_id)  # inside a Ray job: which job runs this sweep
         outcome = SweepOutcome(sweep_id=sweep_id, experiment_id=exp_id)
-        todo = [t for t in trials if t.id not in done]
-        outcome.skipped = [t.id for t in trials if t.id in done]
+        # `only`: this call runs part of the sweep; the grid's other trials stay pending.
+        todo = [t for t in trials if t.id not in done and (only is None or t.id in only)]
+        outcome.skipped = [t.id for t in trials if t.id in done and (only is None or t.id in only)]
         # The baseline once more on each node able to run trials, pinned there (farm/plan.py).
-        controls = [(t, node) for t, node in passes.node_controls(study, trials, ACTOR_CPUS) if t.id not in done]
+        controls = [(t, node) for t, node in passes.node_controls(study, trials, ACTOR_CPUS)
+                    if t.id not in done and (only is None or plan.control_of(t.id) in only)]
 
         def make_job(t: Trial, n: int, pass_index: int = 1) -> TrialJob:
             # A later pass of --repeats auto gets its own directory and run order, and is appended
@@ -258,6 +261,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                             profiles={p: study.profiles[p] for p in t.profiles}, repeats=n,
                             min_success_rate=study.min_success_rate,
                             workdir=str(workdir / f"pass-{pass_index}" if later else workdir), order_seed=pass_index - 1,
+                            first_pass=not later,
                             tracking_uri=None if later else tracking_uri, experiment_id=exp_id,
                             parent_run_id=None if later else sweep_id)
 

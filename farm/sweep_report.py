@@ -40,10 +40,11 @@ def build(study: Study, grid: str | None, results: list[TrialResult], sweep_id: 
     return report, None, files
 
 
-def finish(study: Study, grid: str, outcome, uri: str) -> None:
+def finish(study: Study, grid: str, outcome, uri: str, pending: list | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         report, why, files = build(study, grid, outcome.results, outcome.sweep_id, Path(tmp))
-        tracking.finish_sweep(uri, outcome.sweep_id, "finished", files)
+        # A sweep run in pieces (`--trial`) is not finished while trials of its grid are pending.
+        tracking.finish_sweep(uri, outcome.sweep_id, "partial" if pending else "finished", files)
     if report is None:
         console.print(f"no recommendation: {why}")
     else:

@@ -96,6 +96,19 @@ def print_failures(results: list[TrialResult]) -> None:
             console.print(f"      | {line[:300]}", markup=False)
 
 
+def _without_trial_options(command: str) -> str:
+    """`command` without its `--trial` options: the resume of a sweep run in pieces runs the rest."""
+    words, out, skip = shlex.split(command), [], False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == "--trial":
+            skip = True
+        elif not word.startswith("--trial="):
+            out.append(word)
+    return shlex.join(out)
+
+
 def resume_command(command: str, sweep_id: str) -> str:
     """`command` with `--resume SWEEP_ID` (replacing a --resume it already had)."""
     words = shlex.split(command)
@@ -114,13 +127,13 @@ def resume_command(command: str, sweep_id: str) -> str:
 
 
 def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tracking_uri, experiment, resume,
-                   repeats: int, workdir: Path, command: str) -> None:
+                   repeats: int, workdir: Path, command: str, only: set[str] | None = None) -> None:
     from farm import driver, tracking
 
     uri = tracking_uri or tracking.default_tracking_uri()
     from farm.plan import control_of
 
-    state = {"done": 0, "t0": time.monotonic(), "total": len(trials)}
+    state = {"done": 0, "t0": time.monotonic(), "total": len(trials) if only is None else len(only)}
 
     def on_sweep(sweep_id: str) -> None:
         state["sweep"] = sweep_id
@@ -159,7 +172,7 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
     try:
         outcome = driver.run_sweep(study, grid, trials, tracking_uri=uri, experiment=experiment or study.experiment_name,
                                    address=address, resume=resume, repeats=repeats, workdir=workdir, command=command,
-                                   on_event=on_event, on_sweep=on_sweep, on_pass=on_pass)
+                                   on_event=on_event, on_sweep=on_sweep, on_pass=on_pass, only=only)
     except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read
         console.print("interrupted" + ("; resume with:" if state.get("sweep") else " before the sweep started"))
         if state.get("sweep"):
@@ -174,4 +187,8 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
         raise SystemExit(130)
     from farm.sweep_report import finish
 
-    finish(study, grid, outcome, uri)
+    pending = [t for t in trials if t.id not in {r.trial.id for r in outcome.results}]
+    finish(study, grid, outcome, uri, pending=pending)
+    if pending:
+        console.print(f"{len(pending)} trial(s) of the grid not run yet; run them with:")
+        print(f"  {resume_command(_without_trial_options(command), outcome.sweep_id)}", flush=True)

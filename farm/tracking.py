@@ -101,7 +101,7 @@ def finish_sweep(uri: str, sweep_id: str, status: str, files: list[Path] | None 
         elif path.is_file():
             c.log_artifact(sweep_id, str(path), "report")
     c.set_tag(sweep_id, STATUS_TAG, status)
-    c.set_terminated(sweep_id, status={"finished": "FINISHED", "killed": "KILLED"}.get(status, "FAILED"))
+    c.set_terminated(sweep_id, status={"finished": "FINISHED", "partial": "FINISHED", "killed": "KILLED"}.get(status, "FAILED"))
 
 
 def _mean(values: list[float]) -> float:
