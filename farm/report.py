@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from farm.errors import UserError
 from farm.plan import AUTO_MAX_PASSES
 from farm.records import Results, RunRecord
+from farm.reference import ReferenceComparison, compare_with_reference
 from farm.select import (
     METRIC_LABELS,
     SINGLE_RUN_NOISE,
@@ -108,6 +109,7 @@ class Report(_Strict):
     rate_analysis: RateAnalysis | None
     results: Results
     slo: dict[str, str] = Field(default_factory=dict, description="Profile -> its SLOs in words.")
+    reference: ReferenceComparison | None = Field(default=None, description="farm's numbers beside the study's reference.")
 
 
 # --------------------------------------------------------------------------------------
@@ -151,7 +153,14 @@ def report_for(results: Results, study: "Study", *, strategy: str = "best", base
                grid: str | None = None, prefer_results_profile: bool = False) -> Report:
     """The one entry point of `farm analyze`, `farm report` and the end of `farm sweep`."""
     settings = settings_for(results, study, baseline=baseline, grid=grid, prefer_results_profile=prefer_results_profile)
-    return build_report(results, settings, strategy)
+    report = build_report(results, settings, strategy)
+    ref = study.reference
+    if ref is not None:
+        from farm.records import load_results_file
+
+        report.reference = compare_with_reference(results, load_results_file(ref.results), label=ref.label,
+                                                  profiles=ref.profiles, note=ref.note)
+    return report
 
 
 def _choice(results: Results, settings: SelectionSettings, strategy: str, metric: str, other: str) -> RateChoice | None:
@@ -788,6 +797,44 @@ def _conditions(doc: _Doc, report: Report) -> None:
                for name, p in res.profiles.items()])
 
 
+def _provenance(doc: _Doc, report: Report) -> None:
+    """What the numbers were measured with: versions, GPU, weights, and each engine's start."""
+    firsts: dict[str, RunRecord] = {}
+    for rec in report.results.records:
+        if rec.provenance is not None:
+            firsts.setdefault(rec.trial, rec)
+    if not firsts:
+        return
+    doc.h("Provenance")
+    seen = lambda attr: sorted({str(getattr(r.provenance, attr)) for r in firsts.values()  # noqa: E731
+                                if getattr(r.provenance, attr) is not None})
+    facts = [f"{label}: {', '.join(values)}" for label, values in
+             (("Engine versions", seen("engine_version")), ("Client", seen("client_version")), ("GPU", seen("gpu")),
+              ("Weights", seen("weights"))) if values]
+    if any(r.dummy_weights for r in firsts.values()):
+        facts.append("Dummy weights: the real architecture with random weights. Throughput and latency are the "
+                     "architecture's; output text, and anything that depends on it (speculative decoding's accepted "
+                     "tokens), are not, so farm recommends no speculative configuration from these runs.")
+    doc.items(facts)
+    doc.table(["Trial", "Node", "Engine start (s)", "Compile cache"],
+              [[r.label, r.node or "", _num(r.provenance.engine_start_s, ".0f"),
+                {True: "cold", False: "warm", None: ""}[r.provenance.engine_start_cold]] for r in firsts.values()])
+
+
+def _reference(doc: _Doc, report: Report) -> None:
+    ref = report.reference
+    if ref is None or not ref.rows:
+        return
+    doc.h(f"Against the {ref.label}")
+    if ref.note:
+        doc.p(ref.note)
+    doc.table(["Trial", "Profile", f"{ref.label}: reported TPS", f"{ref.label}: from its totals", "farm TPS (runs)",
+               "farm / totals"],
+              [[r.trial, r.profile if r.profile == r.reference_profile else f"{r.profile} ({r.reference_profile})",
+                _num(r.reference_reported_tps), _num(r.reference_totals_tps), f"{_num(r.farm_tps)} ({r.farm_runs})",
+                f"{r.ratio_to_totals:.2f}x" if r.ratio_to_totals is not None else ""] for r in ref.rows])
+
+
 def _engines(doc: _Doc, report: Report) -> None:
     sel = report.selection
     if not sel.engines:
@@ -914,7 +961,7 @@ def render(report: Report, fmt: str = "text") -> str:
     doc = _Doc(markdown=fmt == "markdown")
     doc.title(report.title)
     sections: list[Callable[[_Doc, Report], None]] = [_conclusion, _checks, _cross, _evidence, _rates, _conditions,
-                                                      _engines, _steps, _trials, _nodes]
+                                                      _provenance, _reference, _engines, _steps, _trials, _nodes]
     for section in sections + ([_runs] if doc.md else []):
         section(doc, report)
     if not doc.md:
