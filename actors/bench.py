@@ -120,13 +120,12 @@ class TrialRunner:
         except httpx.HTTPError:
             return {}
 
-    def _version(self) -> str | None:
+    def _version(self, env: dict[str, str]) -> str | None:
         cmd = self.engine.version_command(self.job.engine_spec)
         if not cmd:
             return None
         try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
-                                 env=clean_env(dict(os.environ), self.engine.env(self.job.engine_spec, self.job.trial)))
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
             return self.engine.parse_version(out.stdout + out.stderr)
         except (OSError, subprocess.TimeoutExpired):
             return None
@@ -215,7 +214,7 @@ class TrialRunner:
         argv = self.engine.command(spec, trial, port=port, gpu_ids=result.gpus or None)
         result.command = redact_args(argv, self.engine.secret_flags(spec))
         (self.dir / "command.txt").write_text(" ".join(result.command) + "\n")
-        result.engine_version = self._version()
+        result.engine_version = self._version(env)
         problem = warm(self.engine, spec, trial.model, env, cache_dir() / "warm", spec.ready_timeout_s)
         if problem:
             result.engine_reported["warmup"] = scrub(problem, self._secrets)

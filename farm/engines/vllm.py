@@ -282,6 +282,14 @@ class VLLMEngine(Engine):
             return launcher[:-1] + ["--version"]
         return [launcher[0], "--version"]
 
+    def parse_version(self, output: str) -> str | None:
+        # `vllm --version` may print log lines (platform detection) before the version itself.
+        for line in reversed(output.strip().splitlines()):
+            m = re.fullmatch(r"\s*v?(\d+\.\d+(?:\.\d+)?(?:[\w.+-]*))\s*", line)
+            if m:
+                return m.group(1)
+        return super().parse_version(output)
+
     # -- what the engine reports it got ---------------------------------------------------
     def reported_capacity(self, log_text: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
