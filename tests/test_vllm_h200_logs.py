@@ -1,0 +1,62 @@
+"""What vLLM 0.20.2 wrote on the lent H200 (bench/h200/engine-logs/, the start-up sections of the
+engine logs farm kept) is read into each trial's record: its capacity, the phases of its start, and
+the warnings that matter for the numbers (no tuned MoE kernel config for this GPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from farm.engines import get_engine
+
+LOGS = Path(__file__).resolve().parent.parent / "bench" / "h200" / "engine-logs"
+BF16 = LOGS / "vllm-0.20.2-bf16-dummy-cold-start.log"
+FP8 = LOGS / "vllm-0.20.2-fp8-prefix-throughput-dummy-cold-start.log"
+vllm = get_engine("vllm")
+
+
+@pytest.mark.parametrize("log, expected", [
+    (BF16, {"kv_cache_tokens": 2_747_830, "max_concurrency_at_max_len": 83.86, "max_model_len": 32768,
+            "kv_cache_memory_gib": 59.13, "prefix_caching": False, "max_batched_tokens": 8192,
+            "cuda_graph_max_size": 512, "cuda_graph": True}),
+    # online FP8 halves the weights (33 GiB), so the KV cache grows; performance-mode throughput
+    # doubles the batch token budget
+    (FP8, {"kv_cache_tokens": 3_694_160, "max_concurrency_at_max_len": 112.74, "kv_cache_memory_gib": 86.29,
+           "prefix_caching": True, "quantization": "fp8", "max_batched_tokens": 16384}),
+])
+def test_capacity_from_the_h200_log(log, expected):
+    got = vllm.reported_capacity(log.read_text())
+    assert {k: got.get(k) for k in expected} == expected
+    assert "quantization" in got if log is FP8 else "quantization" not in got
+
+
+@pytest.mark.parametrize("log, expected", [
+    (BF16, {"model_memory_gib": 64.69, "model_load_s": 0.943031, "compile_s": 55.68, "init_engine_s": 176.85,
+            "profile_run_s": 81.65, "cuda_graph_capture_s": 25.0, "cuda_graph_memory_gib": 1.06,
+            "default_moe_config": True, "compile_cache_hit": False}),
+    (FP8, {"model_memory_gib": 33.37, "model_load_s": 2.42378, "compile_s": 75.48, "init_engine_s": 210.78,
+           "profile_run_s": 93.08, "cuda_graph_capture_s": 28.0, "cuda_graph_memory_gib": 1.27, "default_moe_config": True,
+           "compile_cache_hit": False}),
+])
+def test_start_up_phases_from_the_h200_log(log, expected):
+    assert vllm.reported_startup(log.read_text()) == expected
+
+
+def test_a_warm_compile_cache_is_recognized():
+    # A second start of the same configuration loads its compiled graph from VLLM_CACHE_ROOT.
+    warm = BF16.read_text().replace(
+        "Compiling a graph for compile range (1, 8192) takes 41.71 s",
+        "Directly load the compiled graph(s) for compile range (1, 8192) from the cache, took 3.12 s")
+    assert vllm.reported_startup(warm)["compile_cache_hit"] is True
+
+
+def test_the_logs_carry_no_failure():
+    for log in (BF16, FP8):
+        assert vllm.classify(log.read_text()) is None
+
+
+def test_the_version_line_of_the_h200_log():
+    assert "version 0.20.2" in BF16.read_text()
+    assert vllm.parse_version("INFO 12-01 09:22:41 [__init__.py:216] Automatically detected platform cuda.\n0.20.2\n") \
+        == "0.20.2"
