@@ -158,8 +158,14 @@ def report_for(results: Results, study: "Study", *, strategy: str = "best", base
     if ref is not None:
         from farm.records import load_results_file
 
-        report.reference = compare_with_reference(results, load_results_file(ref.results), label=ref.label,
-                                                  profiles=ref.profiles, note=ref.note)
+        if Path(ref.results).is_file():
+            report.reference = compare_with_reference(results, load_results_file(ref.results), label=ref.label,
+                                                      profiles=ref.profiles, note=ref.note)
+        else:  # a stored sweep's study names the file where the sweep ran: another machine may not have it
+            report.warnings.append(ReportWarning(
+                code="reference_missing", message=f"the study's reference results {ref.results} are not on this "
+                f"machine: farm's numbers are reported without the {ref.label}'s beside them; "
+                f"`farm analyze --results FILE --config STUDY` sets them side by side"))
     return report
 
 

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The sweep itself, as one session that outlives the device call that started it (device.sh run).
+# First the baseline and the seed's recommended command (they carry the repeats), then the rest
+# of the grid by --resume; a store restored from an earlier machine resumes where it stopped.
+set -uo pipefail
+B=$1
+export PYTHONPATH="$B/src:$B/tree/farm-node:$B/tree/engine-vllm"
+export FARM_ENGINE_PYTHONPATH="$B/tree/engine-vllm"
+export FARM_CACHE_DIR="$B/cache"                  # the node's compile caches live here, across trials
+export GUIDELLM__MAX_WORKER_PROCESSES=8          # 16 cores: 512 requests in flight need more than 2 client workers
+export RAY_USAGE_STATS_ENABLED=0 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+cd "$B/store"
+farm() { python3 -m farm.cli "$@"; }
+common=(--config "$B/src/configs/h200-dummy.yaml" --grid seed --tracking-uri "sqlite:///$B/store/mlflow.db"
+        --workdir "$B/runs")
+if [ ! -f sweep-id ]; then
+  # The id is kept as soon as the sweep prints it: a machine lost mid-trial is resumed, not restarted.
+  farm sweep "${common[@]}" --trial engine_vllm_default --trial step3_performance_mode 2>&1 | while IFS= read -r line; do
+    printf '%s\n' "$line"
+    if [[ ! -f sweep-id && $line =~ ^sweep\ ([0-9a-f]{32}) ]]; then echo "${BASH_REMATCH[1]}" > sweep-id; fi
+  done
+fi
+farm sweep "${common[@]}" --resume "$(cat sweep-id)"
+farm report "$(cat sweep-id)" --tracking-uri "sqlite:///$B/store/mlflow.db" --format markdown --out "$B/store/report" > "$B/store/report.md"
+echo "sweep job done"
