@@ -165,7 +165,9 @@ class SweepArgs:
 def check_tracking_for_cluster(uri: str | None) -> str:
     """A cluster sweep logs from every node: it needs a tracking server they all reach (given, or
     in MLFLOW_TRACKING_URI)."""
-    uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
+    from farm.inputs import env_tracking_uri
+
+    uri = uri or env_tracking_uri()
     if not uri:
         raise UserError("a sweep on a cluster needs an MLflow server every node can reach: pass "
                         "--tracking-uri http://HOST:5000 (start one with `farm server`)", key="--tracking-uri")

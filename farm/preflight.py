@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from farm.errors import UserError
+from farm.inputs import address_host_port, env_directory, tracking_uri as read_tracking_uri
 from farm.spec import Study
 from farm.trial import Trial
 
@@ -62,6 +63,7 @@ def _reason(exc: BaseException) -> str:
 def check_tracking_uri(uri: str) -> None:
     """The MLflow store can be reached (a server answers) or created (its directory exists)."""
     key = "--tracking-uri"
+    read_tracking_uri(uri)  # the forms farm takes (a URI from a caller other than the CLI, too)
     db = sqlite_path(uri)
     if uri.startswith("sqlite:"):
         if db is None:
@@ -142,17 +144,9 @@ def check_ray_address(address: str) -> None:
             address = canonicalize_bootstrap_address_or_die("auto")
         except (ConnectionError, ImportError, ValueError) as exc:
             raise UserError(f"no running Ray cluster found on this machine for 'auto' ({_reason(exc)})", key=key) from None
-    parsed = urlparse(address if "://" in address else f"tcp://{address}")
-    if not parsed.hostname or parsed.port is None:
-        if parsed.scheme in ("http", "https") and parsed.hostname:
-            port = parsed.port or (443 if parsed.scheme == "https" else 80)
-        else:
-            raise UserError(f"'{address}' is not a Ray address (HOST:PORT, ray://HOST:PORT, http://HEAD:8265 or auto)",
-                            key=key)
-    else:
-        port = parsed.port
+    host, port = address_host_port(address)  # its form was checked where it was read (farm.inputs)
     try:
-        _tcp_probe(parsed.hostname, port)
+        _tcp_probe(host, port)
     except OSError as exc:
         raise UserError(f"cannot reach the Ray cluster at {address} ({_reason(exc)})", key=key) from None
 
@@ -212,6 +206,7 @@ def check_sweep(study: Study, trials: list[Trial], *, grid: str, address: str | 
     """Everything a sweep needs from outside farm, checked before anything starts."""
     if address is None:
         check_datasets(study, trials)
+        env_directory("FARM_CACHE_DIR")  # tokenizers, datasets and warm-up markers are written there
     check_tracking_uri(tracking_uri)
     if address is not None:
         check_ray_address(address)

@@ -40,7 +40,9 @@ METRICS = ("total_tps", "output_tps", "request_throughput", "success_rate", "dur
 
 def default_tracking_uri() -> str:
     """MLflow's own default: a SQLite store in the working directory, no server needed."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+    from farm.inputs import env_tracking_uri  # MLFLOW_TRACKING_URI, checked at the boundary
+
+    return env_tracking_uri() or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
 def client(uri: str) -> MlflowClient:
