@@ -60,6 +60,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     from farm.sweep_view import print_dry_run
 
     study = load_study(config)
+    _check_options_apply(study, address=address, repeats=repeats, run_budget=run_budget, no_wait=no_wait)
     # The effective repeats and budget travel with the study (its MLflow snapshot, the report's alpha).
     study = study.model_copy(update={k: v for k, v in (("repeats", repeats), ("max_runs", run_budget)) if v is not None})
     trials = expand(study, grid)
@@ -96,6 +97,18 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     argv = "farm " + shlex.join(sys.argv[1:])
     run_and_report(study, grid, trials, address=address, tracking_uri=tracking_uri, experiment=experiment,
                    resume=resume, repeats=repeats or study.repeats, workdir=node_workdir, command=argv)
+
+
+def _check_options_apply(study, *, address, repeats, run_budget, no_wait) -> None:
+    """An option that would change nothing in this sweep is a mistake, not a no-op."""
+    from farm.jobs import is_jobs_address
+
+    if no_wait and not is_jobs_address(address):
+        raise UserError("only with --address http://HEAD:8265 (a sweep run from here always waits for its end)",
+                        key="--no-wait")
+    if run_budget is not None and (repeats or study.repeats) != "auto":
+        raise UserError(f"only with --repeats auto (or a study with repeats: auto); this sweep runs each profile "
+                        f"{repeats or study.repeats} time(s), whatever the budget", key="--run-budget")
 
 
 from farm.commands.analyze import analyze  # noqa: E402  (commands register after the group exists)

@@ -31,6 +31,7 @@ import math
 import os
 import re
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -46,7 +47,7 @@ YAML_MAX_NODES = 100_000  # after following aliases; the default study has about
 INT_MAX = 2**63 - 1  # MLflow, numpy and guidellm store whole numbers in 64 bits
 MAX_RUNS = 1_000_000  # --run-budget, --repeats: far beyond any sweep a cluster finishes
 
-TRACKING_FORMS = "sqlite:///PATH, file:PATH (or a plain directory path), http(s)://HOST[:PORT]"
+TRACKING_FORMS = "sqlite:///PATH or http(s)://HOST[:PORT]"
 RAY_ADDRESS_FORMS = "HOST:PORT, ray://HOST:PORT, http://HEAD:8265 or auto"
 
 
@@ -74,10 +75,10 @@ def _kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-def read_bytes(path: str | Path, *, what: str, max_bytes: int, error=UserError) -> bytes:
+def read_bytes(path: str | Path, *, what: str, max_bytes: int, shown: str | None = None, error=UserError) -> bytes:
     """The bytes of a regular file of at most `max_bytes`; a FIFO or device is never opened (a
-    read from one could block or never end)."""
-    shown = str(path)
+    read from one could block or never end). `shown`: the path as the user wrote it."""
+    shown = shown or str(path)
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -129,8 +130,10 @@ def decode_text(data: bytes, *, shown: str, error=UserError) -> str:
     return text.removeprefix("\ufeff")
 
 
-def read_text(path: str | Path, *, what: str, max_bytes: int, error=UserError) -> str:
-    return decode_text(read_bytes(path, what=what, max_bytes=max_bytes, error=error), shown=str(path), error=error)
+def read_text(path: str | Path, *, what: str, max_bytes: int, shown: str | None = None, error=UserError) -> str:
+    shown = shown or str(path)
+    return decode_text(read_bytes(path, what=what, max_bytes=max_bytes, shown=shown, error=error), shown=shown,
+                       error=error)
 
 
 # --------------------------------------------------------------------------------------
@@ -191,10 +194,12 @@ def check_values(data: Any, *, shown: str, error=UserError) -> None:
 # YAML
 
 
-def _yaml_error(exc: yaml.YAMLError, shown: str, error) -> UserError:
+def _yaml_error(exc: yaml.YAMLError, text: str, shown: str, error) -> UserError:
     if isinstance(exc, yaml.reader.ReaderError):
+        before = text[:exc.position]
+        line, column = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
         return error(f"character U+{exc.character:04X} is not allowed in YAML", file=shown,
-                     key=f"position {exc.position}")
+                     key=f"line {line} column {column}")
     mark = getattr(exc, "problem_mark", None)
     where = f"line {mark.line + 1}" if mark is not None else None
     problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
@@ -287,18 +292,23 @@ def load_yaml(text: str, *, shown: str, error=SpecError) -> Any:
             _check_duplicate_keys(root, "", shown, error)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise _yaml_error(exc, shown, error) from None
+        raise _yaml_error(exc, text, shown, error) from None
     except ValueError as exc:  # int() of a number with more digits than Python converts
-        raise error(f"a number in it is out of range ({str(exc).splitlines()[0][:120]})", file=shown) from None
+        if "digits" in str(exc):
+            raise error(f"a whole number in it has more than {sys.get_int_max_str_digits()} digits (out of range)",
+                        file=shown) from None
+        raise error(f"a value in it cannot be read ({str(exc).splitlines()[0][:120]})", file=shown) from None
     except RecursionError:  # not expected after the depth check; never a traceback all the same
         raise error(f"nested deeper than {MAX_DEPTH} levels", file=shown) from None
     check_values(data, shown=shown, error=error)
     return data
 
 
-def read_yaml_file(path: str | Path, *, what: str = "study file", error=SpecError) -> Any:
-    text = read_text(path, what=what, max_bytes=STUDY_MAX_BYTES, error=error)
-    return load_yaml(text, shown=str(path), error=error)
+def read_yaml_file(path: str | Path, *, what: str = "study file", shown: str | None = None, error=SpecError) -> Any:
+    """`shown`: the path as the user wrote it, when `path` is its resolved form."""
+    shown = shown or str(path)
+    text = read_text(path, what=what, max_bytes=STUDY_MAX_BYTES, shown=shown, error=error)
+    return load_yaml(text, shown=shown, error=error)
 
 
 # --------------------------------------------------------------------------------------
@@ -358,6 +368,12 @@ def read_results_file(path: str | Path):
 # command-line options and environment variables
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+MAX_OPTION_CHARS = 2048  # a URI, address or path on the command line; keeps every error line short
+
+
+def _too_long(value: str, option: str) -> None:
+    if len(value) > MAX_OPTION_CHARS:
+        raise UserError(f"expected at most {MAX_OPTION_CHARS} characters, got {len(value)}", key=option)
 
 
 def text_option(value: str, *, option: str, what: str = "a name", max_len: int = 256) -> str:
@@ -388,9 +404,11 @@ def whole_number(value: Any, *, option: str, low: int, high: int) -> int:
     text = str(value).strip()
     if not re.fullmatch(r"[+-]?[0-9]+", text):
         raise UserError(f"expected a whole number from {low} to {high}, got {str(value)[:40]!r}", key=option)
+    if len(text) > 40:
+        raise UserError(f"expected a whole number from {low} to {high}, got one of {len(text)} digits", key=option)
     number = int(text)
     if not low <= number <= high:
-        raise UserError(f"expected a whole number from {low} to {high}, got {text[:40]}", key=option)
+        raise UserError(f"expected a whole number from {low} to {high}, got {text}", key=option)
     return number
 
 
@@ -400,14 +418,14 @@ def repeats(value: Any, *, option: str = "--repeats") -> int | str:
     return whole_number(value, option=option, low=1, high=MAX_RUNS)
 
 
-def _split(value: str, option: str):
+def _split(value: str, option: str, *, shown: str | None = None, what: str = "a valid URL"):
     """urlsplit, whose ValueError (an unclosed IPv6 bracket, a port out of range) becomes the
     option's error; the port is read here so that no later `.port` raises."""
     try:
         parts = urlsplit(value)
         port = parts.port
     except ValueError as exc:
-        raise UserError(f"'{value}' is not a valid URL ({exc})", key=option) from None
+        raise UserError(f"'{shown or value}' is not {what} ({exc})", key=option) from None
     return parts, port
 
 
@@ -425,12 +443,13 @@ def _check_host(host: str | None, value: str, option: str, forms: str) -> str:
 
 
 def tracking_uri(value: str, *, option: str = "--tracking-uri") -> str:
-    """The MLflow stores farm checks before a sweep and reads from: a SQLite file, a file store,
-    or a tracking server. Anything else MLflow might take (databricks, a database URL) is
-    refused: farm could not check it before starting, and a cluster needs a server anyway
-    (put `farm server` in front of such a store)."""
+    """The MLflow stores farm checks before a sweep and reads from: a SQLite file or a tracking
+    server. Anything else MLflow might take (databricks, a database URL) is refused: farm could
+    not check it before starting, and a cluster needs a server anyway (put an MLflow server in
+    front of such a store)."""
     if not value or not value.strip():
         raise UserError(f"expected a tracking URI ({TRACKING_FORMS}), got an empty value", key=option)
+    _too_long(value, option)
     if _CONTROL.search(value):
         raise UserError(f"expected a tracking URI ({TRACKING_FORMS}), got {value!r} (control characters)", key=option)
     parts, port = _split(value, option)
@@ -447,10 +466,11 @@ def tracking_uri(value: str, *, option: str = "--tracking-uri") -> str:
         if port == 0:
             raise UserError(f"'{value}': port 0 is not a server's port", key=option)
         return value
-    if scheme == "file" or (scheme == "" and "://" not in value):
-        return value
-    if len(scheme) == 1 and value[1:3] in (":\\", ":/"):  # a Windows drive letter is a path
-        return value
+    if scheme == "file" or (scheme == "" and "://" not in value) or (len(scheme) == 1 and value[1:2] == ":"):
+        # MLflow 3 refuses its file store unless told to (MLFLOW_ALLOW_FILE_STORE); farm keeps to
+        # the stores MLflow maintains.
+        raise UserError(f"'{value}' is a file store, which MLflow 3 no longer opens: use sqlite:///PATH "
+                        "(`mlflow migrate-filestore` converts an old one) or http(s)://HOST:PORT", key=option)
     raise UserError(f"unsupported tracking URI scheme '{parts.scheme}' in '{value}' (farm takes {TRACKING_FORMS}; "
                     "for another MLflow store, run an MLflow server in front of it)", key=option)
 
@@ -460,16 +480,18 @@ def ray_address(value: str, *, option: str = "--address") -> str:
     Client), or `http(s)://HEAD[:PORT]` (the Jobs API, the dashboard's port)."""
     if not value or not value.strip():
         raise UserError(f"expected a Ray address ({RAY_ADDRESS_FORMS}), got an empty value", key=option)
+    _too_long(value, option)
     if value == "auto":
         return value
     bad = f"'{value}' is not a Ray address ({RAY_ADDRESS_FORMS})"
     if _CONTROL.search(value) or " " in value:
-        raise UserError(f"{bad[:200]}", key=option)
+        raise UserError(bad, key=option)
+    what = f"a Ray address ({RAY_ADDRESS_FORMS})"
     if "://" not in value:
-        parts, port = _split(f"tcp://{value}", option)
+        parts, port = _split(f"tcp://{value}", option, shown=value, what=what)
         scheme = ""
     else:
-        parts, port = _split(value, option)
+        parts, port = _split(value, option, what=what)
         scheme = parts.scheme.lower()
         if scheme not in ("ray", "http", "https"):
             raise UserError(bad, key=option)
@@ -478,12 +500,11 @@ def ray_address(value: str, *, option: str = "--address") -> str:
     if parts.username is not None or parts.password is not None:
         raise UserError(f"{bad}: credentials do not go in the address (the cluster token does: "
                         "RAY_AUTH_TOKEN or ~/.ray/auth_token)", key=option)
-    host = _check_host(parts.hostname, value, option, RAY_ADDRESS_FORMS)
+    _check_host(parts.hostname, value, option, RAY_ADDRESS_FORMS)
     if port is None and scheme in ("", "ray"):
         raise UserError(bad, key=option)
     if port == 0:
         raise UserError(f"{bad}: port 0 is not a server's port", key=option)
-    del host
     return value
 
 
@@ -528,6 +549,7 @@ def output_directory(value: str, *, option: str) -> str:
     existing file."""
     if not value or not value.strip():
         raise UserError("expected a directory, got an empty value", key=option)
+    _too_long(value, option)
     try:
         path = Path(value).expanduser()
         exists, is_dir = path.exists(), path.is_dir()

@@ -60,8 +60,17 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
 def check_tracking_uri(uri: str) -> None:
-    """The MLflow store can be reached (a server answers) or created (its directory exists)."""
+    """The MLflow store can be reached (a server answers) or created (its directory exists); its
+    form (sqlite:///PATH or http(s)://) was checked by `farm.inputs`."""
     key = "--tracking-uri"
     read_tracking_uri(uri)  # the forms farm takes (a URI from a caller other than the CLI, too)
     db = sqlite_path(uri)
@@ -71,6 +80,10 @@ def check_tracking_uri(uri: str) -> None:
         folder = db.parent if str(db.parent) else Path(".")
         if not folder.is_dir():
             raise UserError(f"the directory of the SQLite store does not exist: {folder}", key=key)
+        if db.exists() and not db.is_file():
+            raise UserError(f"the SQLite store {db} is not a file", key=key)
+        if db.is_file() and db.stat().st_size and not _is_sqlite(db):
+            raise UserError(f"{db} is not a SQLite database", key=key)
         if not os.access(folder if not db.exists() else db, os.W_OK):
             raise UserError(f"the SQLite store is not writable: {db if db.exists() else folder}", key=key)
         return
@@ -86,12 +99,6 @@ def check_tracking_uri(uri: str) -> None:
                 cause = cause.__cause__ or cause.__context__
             raise UserError(f"cannot reach the MLflow server at {uri} ({_reason(cause)})", key=key) from None
         _check_server_login(uri)
-        return
-    if parsed.scheme in ("", "file"):
-        folder = Path(parsed.path if parsed.scheme else uri).expanduser()
-        target = folder if folder.exists() else folder.parent
-        if not target.is_dir():
-            raise UserError(f"the directory of the file store does not exist: {target}", key=key)
 
 
 def _check_server_login(uri: str) -> None:

@@ -455,14 +455,14 @@ def _merge_includes(data: dict, source: Path, seen: set[Path]) -> dict:
     return merged
 
 
-def _read_yaml(path: Path, seen: set[Path]) -> dict:
+def _read_yaml(path: Path, seen: set[Path], shown: str | None = None) -> dict:
     # Bytes, encoding, size, nesting, aliases, duplicate keys and numbers: farm.inputs, the one
-    # place where user files are read.
-    data = read_yaml_file(path, what="study file")
+    # place where user files are read. `shown`: the path as the user gave it.
+    data = read_yaml_file(path, what="study file", shown=shown)
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise SpecError("a study file must be a mapping", file=str(path))
+        raise SpecError("a study file must be a mapping", file=shown or str(path))
     _resolve_relative_paths(data, path.parent)
     return _merge_includes(data, path, seen)
 
@@ -507,7 +507,7 @@ def load_study(path: str | Path | None = None) -> Study:
         resolved = source.resolve()
     except (OSError, ValueError, RuntimeError) as exc:  # a NUL byte, a symlink loop
         raise SpecError(f"not a usable path ({exc})", file=shown) from None
-    data = _read_yaml(resolved, {resolved})
+    data = _read_yaml(resolved, {resolved}, shown)
     try:
         study = Study.model_validate(data)
     except ValidationError as exc:
