@@ -508,8 +508,15 @@ def load_study(path: str | Path | None = None) -> Study:
     except (OSError, ValueError, RuntimeError) as exc:  # a NUL byte, a symlink loop
         raise SpecError(f"not a usable path ({exc})", file=shown) from None
     data = _read_yaml(resolved, {resolved}, shown)
+    study = validate_study(data, shown)
+    study._source = shown
+    return study
+
+
+def validate_study(data: Any, shown: str) -> Study:
+    """Parsed study data -> `Study`; pydantic's error becomes one `SpecError` with the key path."""
     try:
-        study = Study.model_validate(data)
+        return Study.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         ctx_err = (err.get("ctx") or {}).get("error")
@@ -524,8 +531,6 @@ def load_study(path: str | Path | None = None) -> Study:
             msg = "required key missing"
         msg = msg.removeprefix("Value error, ")
         raise SpecError(msg, file=shown, key=key_path(loc) or None) from None
-    study._source = shown
-    return study
 
 
 def check_grid_name(study: Study, grid: str) -> None:

@@ -163,6 +163,7 @@ def _store_with_a_sweep(tmp: Path, study_text: str, grid: str) -> tuple[str, str
 def test_resume_of_a_sweep_that_does_not_fit_is_one_line_and_exit_2(tmp_path, monkeypatch, case):
     """`--resume` checks the sweep exists in the store and was of this study, grid and trials."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)  # the store's artifacts (./mlruns) land here, not in the checkout
     stored = VALID
     if case == "other-study":
         stored = VALID.replace("name: broken", "name: another")
