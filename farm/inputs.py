@@ -42,6 +42,7 @@ from farm.errors import SpecError, UserError
 
 STUDY_MAX_BYTES = 1 << 20  # 1 MiB: the largest study in configs/ is under 8 KB
 RESULTS_MAX_BYTES = 128 << 20  # 128 MiB: about 80,000 runs in the seed-results.json format
+DATASET_MAX_BYTES = 4 << 30  # 4 GiB: ShareGPT V3, the largest in use, is 0.7 GiB
 MAX_DEPTH = 32  # a study nests about 7 levels, a results file 4
 YAML_MAX_NODES = 100_000  # after following aliases; the default study has about 1,000
 INT_MAX = 2**63 - 1  # MLflow, numpy and guidellm store whole numbers in 64 bits
