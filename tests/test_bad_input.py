@@ -392,8 +392,16 @@ BOUNDARY = [
     ("server-store-a-file", {"store": "x"}, ["server", "--store", "store"], "--store: store exists and is not a directory"),
 ]
 
-# Inputs that the property test (tests/test_fuzz_inputs.py) found failing, kept as explicit cases.
-FOUND_BY_FUZZING: list = []
+# Inputs that the property test (tests/test_fuzz_inputs.py) found failing, kept as explicit cases:
+# its minimal examples, run against the code before farm/inputs.py existed (a UnicodeDecodeError
+# and a RecursionError traceback; @reproduce_failure('6.170.17', b'AEEFQQBhgA==') and
+# b'AEEHQge+QQBBAA==' with its derandomized settings).
+FOUND_BY_FUZZING = [
+    ("fuzz-study-one-byte-0x80", {"s.yaml": b"\x80"}, STUDY_ARGS,
+     "s.yaml: is not UTF-8 text (byte 0x80 at line 1, column 1); farm reads UTF-8 only: save it as UTF-8"),
+    ("fuzz-results-1982-levels", {"r.json": "[" * 1982 + "1" + "]" * 1982}, ["analyze", "--results", "r.json"],
+     "r.json: nested deeper than 32 levels"),
+]
 
 
 @pytest.mark.parametrize("files,args,expected", [c[1:] for c in BOUNDARY + FOUND_BY_FUZZING],

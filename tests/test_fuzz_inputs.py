@@ -234,12 +234,14 @@ SEPARATORS = ["://", ":", ":///", ":////", "//", ""]
 LOOPBACK_HOSTS = ["127.0.0.1", "[::1]", "[::1", "::1", "", "localhost", "127.0.0.1.", "[127.0.0.1]"]
 HOSTS = LOOPBACK_HOSTS + ["ex ample", "a_b", "héllo", "-h", "h" * 300, "user:pw@127.0.0.1", "%41"]
 PORTS = ["", ":1", ":0", ":65536", ":-1", ":abc", ":" + "9" * 30, ":8265", ":", "::"]
+# Ports where nothing listens, for the cases that reach the network (8265 could be a live Ray).
+CLOSED_PORTS = ["", ":1", ":9", ":0", ":65536", ":-1", ":abc", ":" + "9" * 30, ":", "::"]
 PATHS = ["", "/", "/x", "?a=b", "#f", "/mlflow.db", "/nowhere/mlflow.db", ":memory:", "/\x00", " "]
 
 
-def uris(hosts):
+def uris(hosts, ports=PORTS):
     return st.builds(lambda *parts: "".join(parts), st.sampled_from(SCHEMES), st.sampled_from(SEPARATORS),
-                     st.sampled_from(hosts), st.sampled_from(PORTS), st.sampled_from(PATHS))
+                     st.sampled_from(hosts), st.sampled_from(ports), st.sampled_from(PATHS))
 
 
 option_text = st.one_of(st.text(max_size=40), st.sampled_from([str(v) for v in AWKWARD]), uris(HOSTS),
@@ -272,3 +274,47 @@ def test_reading_commands_with_any_store_and_id_end_in_exit_0_or_one_line_and_ex
         uri = "sqlite:///nowhere/mlflow.db"
     args = [command, sweep, "--tracking-uri", uri] if command == "report" else [command, "--tracking-uri", uri]
     _run(args, {})
+
+
+STUDY_TEXT = """\
+name: fuzz
+primary_profile: p
+models: {tiny: {name: farm-tiny, tokenizer: "farm:tiny"}}
+engines: {mock: {}}
+profiles: {p: {data: {kind: synthetic, prompt_tokens: 8, output_tokens: 4}, requests: 4}}
+grids: {g: {blocks: [{engine: mock, models: [tiny]}]}}
+"""
+
+
+def _stays_local(value: str, reader) -> bool:
+    """Whether a value the boundary accepts points nowhere but a closed loopback port (never
+    `auto`: that joins whatever Ray runs on this machine)."""
+    from farm import inputs
+
+    try:
+        reader(value)
+    except inputs.UserError:
+        return True  # refused before any connection
+    if value.strip().lower() == "auto":
+        return False
+    if value.startswith("sqlite:"):
+        return True
+    host, port = inputs.address_host_port(value)
+    return host in ("127.0.0.1", "::1", "localhost") and port in (1, 9, 80, 443)
+
+
+@fuzz(80)
+@given(uri=uris(LOOPBACK_HOSTS, CLOSED_PORTS) | option_text, address=st.none() | uris(LOOPBACK_HOSTS, CLOSED_PORTS)
+       | option_text)
+def test_a_real_sweep_with_any_store_and_address_is_stopped_by_its_checks(uri, address):
+    """Not a dry run: the checks that reach the outside world (the store, the Ray address) see
+    every value the boundary lets through. `--resume` of a sweep that cannot exist ends the
+    sweep that passes them all, before Ray starts."""
+    from farm import inputs
+
+    if not _stays_local(uri, inputs.tracking_uri):
+        uri = "sqlite:///mlflow.db"
+    args = ["sweep", "--config", "s.yaml", "--grid", "g", "--resume", "0123456789abcdef", "--tracking-uri", uri]
+    if address is not None:
+        args += ["--address", address if _stays_local(address, inputs.ray_address) else "127.0.0.1:9"]
+    _run(args, {"s.yaml": STUDY_TEXT.encode()})
