@@ -530,6 +530,37 @@ def env_ray_address() -> str | None:
     return ray_address(value, option="RAY_ADDRESS") if value else None
 
 
+TOKEN_MAX_BYTES = 4096
+
+
+def _check_token(token: str, source: str, option: str) -> None:
+    """A token travels in an HTTP header: one line of printable ASCII. Never shown in the error."""
+    if not token:
+        raise UserError(f"{source} is empty", key=option)
+    if not token.isascii() or not token.isprintable() or any(c.isspace() for c in token):
+        raise UserError(f"{source} holds a token with spaces, line breaks or non-ASCII characters inside it "
+                        "(Ray sends it in an HTTP header: copy it again with `ray get-auth-token`)", key=option)
+
+
+def check_ray_token_sources(option: str) -> None:
+    """The Ray cluster token wherever this machine keeps it: RAY_AUTH_TOKEN, the file named by
+    RAY_AUTH_TOKEN_PATH (Ray aborts the whole process on an unreadable one), ~/.ray/auth_token."""
+    value = os.environ.get("RAY_AUTH_TOKEN")
+    if value is not None:
+        _check_token(value, "RAY_AUTH_TOKEN", option)
+        return
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    source = "RAY_AUTH_TOKEN_PATH" if path else "~/.ray/auth_token"
+    token_file = Path(path or "~/.ray/auth_token").expanduser()
+    if not path and not token_file.exists():
+        return  # no token on this machine: fine for a cluster without token authentication
+    try:
+        text = read_text(token_file, what="token file", max_bytes=TOKEN_MAX_BYTES)
+    except UserError as exc:
+        raise UserError(f"{source} names {token_file}, which cannot be used: {exc.reason}", key=option) from None
+    _check_token(text.strip(), f"{source} ({token_file})", option)  # Ray strips a file's line end
+
+
 def env_directory(name: str) -> None:
     """A variable naming a directory farm writes into (FARM_CACHE_DIR): if it names something
     that exists, that is a directory."""

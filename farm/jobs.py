@@ -81,15 +81,12 @@ def enable_client_token() -> bool:
     """Token mode for this process when a token is available (what `ray.init` does for a
     local cluster); returns whether requests will carry a token. `RAY_AUTH_MODE`, when set,
     is respected as it is."""
+    from farm.inputs import check_ray_token_sources
+
+    check_ray_token_sources(KEY)  # a token Ray could not send is one line here, not a traceback later
     mode = os.environ.get("RAY_AUTH_MODE")
     if mode is not None:
         return mode.lower() == "token"
-    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
-    if path and not os.environ.get("RAY_AUTH_TOKEN"):
-        token_file = Path(path).expanduser()
-        # Ray aborts the process on an unreadable token file: say so in one line instead.
-        if not token_file.is_file() or not os.access(token_file, os.R_OK) or token_file.stat().st_size == 0:
-            raise UserError(f"RAY_AUTH_TOKEN_PATH names {token_file}, which is missing, unreadable or empty", key=KEY)
     from ray._raylet import AuthenticationTokenLoader, Config
 
     if not AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):

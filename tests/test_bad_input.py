@@ -441,6 +441,13 @@ def test_a_utf8_study_with_a_byte_order_mark_is_read(tmp_path, monkeypatch):
      "(Invalid IPv6 URL)"),
     ("FARM_CACHE_DIR", "{tmp}/cache", ["sweep", "--config", "s.yaml", "--grid", "g"],
      "FARM_CACHE_DIR: {tmp}/cache is not a directory"),
+    ("RAY_AUTH_TOKEN", "tok\nen", ["sweep", "--config", "s.yaml", "--grid", "g", "--address", "http://127.0.0.1:9",
+                                   "--tracking-uri", "http://127.0.0.1:9"],
+     "--address: RAY_AUTH_TOKEN holds a token with spaces, line breaks or non-ASCII characters inside it (Ray sends "
+     "it in an HTTP header: copy it again with `ray get-auth-token`)"),
+    ("RAY_AUTH_TOKEN_PATH", "/dev/zero", ["sweep", "--config", "s.yaml", "--grid", "g", "--address",
+                                          "http://127.0.0.1:9", "--tracking-uri", "http://127.0.0.1:9"],
+     "--address: RAY_AUTH_TOKEN_PATH names /dev/zero, which cannot be used: is a device, not a token file"),
 ])
 def test_environment_variables_farm_reads_are_checked_like_options(tmp_path, monkeypatch, name, value, args, expected):
     monkeypatch.chdir(tmp_path)
