@@ -188,7 +188,7 @@ def test_the_real_study_passes_unchanged():
     _run(SWEEP_DRY, {"study.yaml": _dump_yaml(TOP), "smoke.yaml": SMOKE_TEXT.encode()})
 
 
-@fuzz(160)
+@fuzz(400)
 @given(files=study_files())
 def test_any_study_file_ends_in_exit_0_or_one_line_and_exit_2(files):
     _run(SWEEP_DRY, files)
@@ -221,7 +221,7 @@ def test_the_real_results_file_passes_unchanged():
     _run(["analyze", "--results", "results.json"], {"results.json": SEED_TEXT.encode()})
 
 
-@fuzz(120)
+@fuzz(200)
 @given(files=results_files(), fmt=st.sampled_from(["text", "markdown", "json"]))
 def test_any_results_file_ends_in_exit_0_or_one_line_and_exit_2(files, fmt):
     _run(["analyze", "--results", "results.json", "--format", fmt], files)
@@ -251,14 +251,14 @@ SWEEP_OPTIONS = ["--tracking-uri", "--address", "--resume", "--repeats", "--run-
                  "--grid", "--config"]
 
 
-@fuzz(150)
+@fuzz(300)
 @given(option=st.sampled_from(SWEEP_OPTIONS), value=option_text)
 def test_any_sweep_option_ends_in_exit_0_or_one_line_and_exit_2(option, value):
     args = ["sweep", "--grid", "smoke", "--dry-run", option, value]
     _run(args, {})
 
 
-@fuzz(60)
+@fuzz(100)
 @given(command=st.sampled_from(["status", "report"]), uri=uris(LOOPBACK_HOSTS) | option_text,
        sweep=st.one_of(st.text(max_size=40), st.sampled_from(["0" * 32, "abc", "a'b", "a b", "-x", ""])))
 def test_reading_commands_with_any_store_and_id_end_in_exit_0_or_one_line_and_exit_2(command, uri, sweep):
@@ -303,17 +303,25 @@ def _stays_local(value: str, reader) -> bool:
     return host in ("127.0.0.1", "::1", "localhost") and port in (1, 9, 80, 443)
 
 
-@fuzz(80)
-@given(uri=uris(LOOPBACK_HOSTS, CLOSED_PORTS) | option_text, address=st.none() | uris(LOOPBACK_HOSTS, CLOSED_PORTS)
-       | option_text)
-def test_a_real_sweep_with_any_store_and_address_is_stopped_by_its_checks(uri, address):
+# Stores and addresses of the right form (closed loopback ports), so that the checks behind the
+# form are reached: the SQLite file, the server probe, the Ray probe, the Jobs API client.
+STORES = ["sqlite:///mlflow.db", "http://127.0.0.1:9", "https://[::1]:1/"]
+ADDRESSES = [f"{scheme}{host}:{port}" for scheme in ("", "ray://", "http://", "https://")
+             for host in ("127.0.0.1", "[::1]", "localhost") for port in (1, 9)]
+
+
+@fuzz(150)
+@given(well_formed=st.integers(0, 3), store=st.sampled_from(STORES), fuzzed_store=uris(LOOPBACK_HOSTS, CLOSED_PORTS)
+       | option_text, address=st.none() | st.sampled_from(ADDRESSES) | uris(LOOPBACK_HOSTS, CLOSED_PORTS) | option_text)
+def test_a_real_sweep_with_any_store_and_address_is_stopped_by_its_checks(well_formed, store, fuzzed_store, address):
     """Not a dry run: the checks that reach the outside world (the store, the Ray address) see
     every value the boundary lets through. `--resume` of a sweep that cannot exist ends the
     sweep that passes them all, before Ray starts."""
     from farm import inputs
 
-    if not _stays_local(uri, inputs.tracking_uri):
-        uri = "sqlite:///mlflow.db"
+    if not well_formed:  # one case in four fuzzes the store; the others let the address be reached
+        store = fuzzed_store if _stays_local(fuzzed_store, inputs.tracking_uri) else STORES[0]
+    uri = store
     args = ["sweep", "--config", "s.yaml", "--grid", "g", "--resume", "0123456789abcdef", "--tracking-uri", uri]
     if address is not None:
         args += ["--address", address if _stays_local(address, inputs.ray_address) else "127.0.0.1:9"]
