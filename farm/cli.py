@@ -11,21 +11,8 @@ from pathlib import Path
 
 import click
 
+from farm.commands import options as opt
 from farm.errors import UserError
-
-
-class RepeatsType(click.ParamType):
-    """A whole number >= 1, or 'auto'."""
-
-    name = "repeats"
-
-    def convert(self, value, param, ctx):
-        from farm.plan import parse_repeats
-
-        try:
-            return parse_repeats(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
 
 
 class FarmGroup(click.Group):
@@ -46,23 +33,23 @@ def cli() -> None:
 
 
 @cli.command()
-@click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
+@click.option("--config", "config", type=opt.FILE, default=None,
               help="Study YAML (default: configs/qwen3.5-35b-a3b-h200.yaml).")
-@click.option("--grid", required=True, help="Name of a grid in the study (smoke, seed, full, ...).")
+@click.option("--grid", required=True, type=opt.NAME, help="Name of a grid in the study (smoke, seed, full, ...).")
 @click.option("--dry-run", is_flag=True, help="Print every trial and its exact command line; start nothing.")
-@click.option("--address", default=None,
+@click.option("--address", type=opt.RAY_ADDRESS, default=None,
               help="http://HEAD:8265: submit the sweep as a Ray job (Jobs API); auto, HOST:PORT or ray://HOST:10001: "
                    "run the driver here against that cluster; default: a local Ray started for the sweep.")
-@click.option("--tracking-uri", default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
-@click.option("--experiment", default=None, help="MLflow experiment; default: the study's.")
-@click.option("--resume", "resume", default=None, metavar="SWEEP_ID", help="Continue this sweep: run only its unfinished trials.")
-@click.option("--repeats", type=RepeatsType(), default=None, metavar="N|auto",
+@click.option("--tracking-uri", type=opt.TRACKING_URI, default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
+@click.option("--experiment", type=opt.NAME, default=None, help="MLflow experiment; default: the study's.")
+@click.option("--resume", "resume", type=opt.SWEEP_ID, default=None, metavar="SWEEP_ID", help="Continue this sweep: run only its unfinished trials.")
+@click.option("--repeats", type=opt.REPEATS, default=None, metavar="N|auto",
               help="Runs per trial and profile, or 'auto': 3, then more only for the trials still overlapping "
                    "the leader (default: the study's).")
-@click.option("--run-budget", type=click.IntRange(min=1), default=None, metavar="RUNS",
+@click.option("--run-budget", type=opt.RUNS, default=None, metavar="RUNS",
               help="With --repeats auto: benchmark runs the sweep may make in all (default: the study's max_runs, "
                    "else 3 x the first pass).")
-@click.option("--workdir", type=click.Path(file_okay=False), default="farm-runs", show_default=True,
+@click.option("--workdir", type=opt.DIRECTORY, default="farm-runs", show_default=True,
               help="Where engine logs and guidellm reports are written on each node.")
 @click.option("--no-wait", is_flag=True, help="With --address http://HEAD:8265: submit the job and return.")
 @click.option("--trial", "only", multiple=True, metavar="NAME|ID",
@@ -76,6 +63,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     from farm.sweep_view import print_dry_run
 
     study = load_study(config)
+    _check_options_apply(study, address=address, repeats=repeats, run_budget=run_budget, no_wait=no_wait)
     # The effective repeats and budget travel with the study (its MLflow snapshot, the report's alpha).
     study = study.model_copy(update={k: v for k, v in (("repeats", repeats), ("max_runs", run_budget)) if v is not None})
     trials = expand(study, grid)
@@ -121,6 +109,18 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
 
 def is_jobs_address_str(address: str) -> bool:
     return address.startswith(("http://", "https://"))
+
+
+def _check_options_apply(study, *, address, repeats, run_budget, no_wait) -> None:
+    """An option that would change nothing in this sweep is a mistake, not a no-op."""
+    from farm.jobs import is_jobs_address
+
+    if no_wait and not is_jobs_address(address):
+        raise UserError("only with --address http://HEAD:8265 (a sweep run from here always waits for its end)",
+                        key="--no-wait")
+    if run_budget is not None and (repeats or study.repeats) != "auto":
+        raise UserError(f"only with --repeats auto (or a study with repeats: auto); this sweep runs each profile "
+                        f"{repeats or study.repeats} time(s), whatever the budget", key="--run-budget")
 
 
 from farm.commands.analyze import analyze  # noqa: E402  (commands register after the group exists)

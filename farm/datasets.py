@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from farm.errors import UserError
+from farm.inputs import DATASET_MAX_BYTES, read_json_file
 
 MIN_TOKENS = 4  # drop degenerate turns, as vLLM's benchmark does
 MAX_PROMPT_TOKENS = 1024
@@ -29,9 +30,11 @@ def _pairs(conversations: list) -> list[tuple[str, str]]:
     out = []
     for item in conversations:
         turns = item.get("conversations") if isinstance(item, dict) else None
-        if not turns or len(turns) < 2:
+        if not isinstance(turns, list) or len(turns) < 2:
             continue
         first, second = turns[0], turns[1]
+        if not (isinstance(first, dict) and isinstance(second, dict)):
+            continue
         if first.get("from") != "human" or second.get("from") != "gpt":
             continue
         out.append((str(first.get("value", "")), str(second.get("value", ""))))
@@ -51,10 +54,7 @@ def prepare_sharegpt(path: Path, cache_dir: Path, tokenizer: str, limit: int | N
     out = Path(cache_dir) / f"sharegpt-{digest.hexdigest()[:12]}.jsonl"
     if out.is_file():
         return out
-    try:
-        data = json.loads(path.read_text())
-    except ValueError as exc:
-        raise UserError(f"not valid JSON: {exc}", file=str(path)) from None
+    data = read_json_file(path, what="ShareGPT file", max_bytes=DATASET_MAX_BYTES)  # the boundary: bytes to data
     if not isinstance(data, list):
         raise UserError("a ShareGPT file must be a JSON list of conversations", file=str(path))
 

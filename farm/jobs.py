@@ -19,6 +19,8 @@ environment, its entrypoint, logs or MLflow.
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import os
 import shlex
 import shutil
@@ -38,7 +40,9 @@ PROJECT = Path(__file__).resolve().parent.parent
 # Never uploaded: environments, engines and models are installed on every node; results and
 # local tracking stores stay where they were written.
 EXCLUDES = (".venv", "venv", ".engines", ".models", "mlflow.db", "mlruns", "mlartifacts", "farm-runs", ".git",
-            "__pycache__", "*.egg-info", ".pytest_cache", "build", "dist", "*.pyc")
+            "__pycache__", "*.egg-info", ".pytest_cache", ".hypothesis", "build", "dist", "*.pyc")
+# Ray's SDK logs each file it leaves out and each upload at INFO: noise around farm's own lines.
+QUIET_LOGGERS = ("ray._private.runtime_env.packaging", "ray.dashboard.modules.dashboard_sdk")
 JOB_STUDY = ".farm-job/study.yaml"
 SUBMISSION_ENV = "FARM_SUBMISSION_ID"
 # Job statuses (ray.job_submission.JobStatus values) and the exit codes they end with.
@@ -77,15 +81,12 @@ def enable_client_token() -> bool:
     """Token mode for this process when a token is available (what `ray.init` does for a
     local cluster); returns whether requests will carry a token. `RAY_AUTH_MODE`, when set,
     is respected as it is."""
+    from farm.inputs import check_ray_token_sources
+
+    check_ray_token_sources(KEY)  # a token Ray could not send is one line here, not a traceback later
     mode = os.environ.get("RAY_AUTH_MODE")
     if mode is not None:
         return mode.lower() == "token"
-    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
-    if path and not os.environ.get("RAY_AUTH_TOKEN"):
-        token_file = Path(path).expanduser()
-        # Ray aborts the process on an unreadable token file: say so in one line instead.
-        if not token_file.is_file() or not os.access(token_file, os.R_OK) or token_file.stat().st_size == 0:
-            raise UserError(f"RAY_AUTH_TOKEN_PATH names {token_file}, which is missing, unreadable or empty", key=KEY)
     from ray._raylet import AuthenticationTokenLoader, Config
 
     if not AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
@@ -165,7 +166,9 @@ class SweepArgs:
 def check_tracking_for_cluster(uri: str | None) -> str:
     """A cluster sweep logs from every node: it needs a tracking server they all reach (given, or
     in MLFLOW_TRACKING_URI)."""
-    uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
+    from farm.inputs import env_tracking_uri
+
+    uri = uri or env_tracking_uri()
     if not uri:
         raise UserError("a sweep on a cluster needs an MLflow server every node can reach: pass "
                         "--tracking-uri http://HOST:5000 (start one with `farm server`)", key="--tracking-uri")
@@ -183,10 +186,13 @@ def submit_sweep(address: str, study_data: dict | None, args: SweepArgs, *, stud
     """Submit; follow the log unless `wait` is false. Returns the exit code for `farm sweep`."""
     out = out or sys.stdout
     client = connect(address)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     submission_id = f"farm-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     with tempfile.TemporaryDirectory(prefix="farm-job-") as tmp:
         root = stage(study_data, Path(tmp))
         runtime_env = {"working_dir": str(root), "env_vars": {SUBMISSION_ENV: submission_id}}
+        check_head(client, address, runtime_env, f"{submission_id}-check")
         job_id = client.submit_job(entrypoint=args.entrypoint(), submission_id=submission_id, runtime_env=runtime_env,
                                    metadata={"farm.grid": args.grid, "farm.study": study_name})
     print(f"submitted job {job_id}: farm sweep --grid {args.grid} on {dashboard_url(address)}", file=out)
@@ -196,6 +202,60 @@ def submit_sweep(address: str, study_data: dict | None, args: SweepArgs, *, stud
               f"or `farm status --tracking-uri {args.tracking_uri}`", file=out)
         return 0
     return follow(client, address, job_id, args, out=out)
+
+
+# The sweep's entrypoint runs `python` from the PATH Ray has on the head. Before submitting it,
+# a job of a second or two runs farm/headcheck.py with that same `python` in the same runtime
+# environment (the upload is content-addressed: the sweep's job reuses it), so a head that
+# cannot run farm is one line here, not a ModuleNotFoundError at the end of a job's log.
+HEAD_CHECK = ("command -v python >/dev/null 2>&1 || { echo \"FARM_HEAD_CHECK_NO_PYTHON PATH=$PATH\"; exit 0; }; "
+              "python -m farm.headcheck")
+HEAD_CHECK_TIMEOUT_S = 180.0
+
+
+def check_head(client, address: str, runtime_env: dict, check_id: str, *,
+               timeout_s: float = HEAD_CHECK_TIMEOUT_S) -> None:
+    """Raise one `UserError` line when the head's `python` lacks farm's dependencies."""
+    from farm.headcheck import MARK
+
+    # Stays listed in the dashboard as `<submission id>-check` (deleting it races with Ray's own
+    # bookkeeping of a job that just ended, which writes a bare entry back).
+    job = client.submit_job(entrypoint=HEAD_CHECK, submission_id=check_id, runtime_env=runtime_env,
+                            metadata={"farm.kind": "head-check"})
+    deadline = time.monotonic() + timeout_s
+    while (status := str(client.get_job_status(job).value)) not in EXIT_CODES:
+        if time.monotonic() > deadline:
+            client.stop_job(job)
+            raise UserError(f"the head at {address} did not run farm's check job within {timeout_s:.0f} s "
+                            f"(job {job}, status {status}): is its runtime environment still installing?", key=KEY)
+        time.sleep(0.5)
+    _judge_head(address, status, client.get_job_logs(job), MARK)
+
+
+def _judge_head(address: str, status: str, logs: str, mark: str) -> None:
+    lines = logs.splitlines()
+    no_python = next((line for line in lines if line.startswith("FARM_HEAD_CHECK_NO_PYTHON")), None)
+    if no_python is not None:
+        path = no_python.split("PATH=", 1)[-1]
+        raise UserError(f"the head at {address} has no `python` on the PATH Ray runs jobs with ({path}): start Ray "
+                        "on the head from farm's environment (README: 'Running the real study')", key=KEY)
+    found = next((line[len(mark):] for line in lines if line.startswith(mark)), None)
+    if found is None:
+        tail = next((line for line in reversed(lines) if line.strip()), f"job {status.lower()}, no output")
+        raise UserError(f"the head's `python` at {address} cannot run farm's check: {tail.strip()[:300]}", key=KEY)
+    report = json.loads(found)
+    python = f"{report['python']} (Python {report['version']}, the first `python` on the PATH of Ray on the head)"
+    problems = []
+    if report.get("too_old"):
+        problems.append(f"farm needs Python >= {report['too_old']}")
+    if report["missing"]:
+        problems.append("it lacks " + ", ".join(report["missing"]))
+    if report["mismatched"]:
+        problems.append("it has " + ", ".join(report["mismatched"]))
+    if problems:
+        raise UserError(f"the head at {address} cannot run farm: {python}: {'; '.join(problems)}. Install farm "
+                        "there (pip install -e .) or start Ray on the head from farm's environment "
+                        "(README: 'Running the real study')", key=KEY)
 
 
 def follow(client, address: str, job_id: str, args: SweepArgs, *, out=None) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from farm.errors import UserError
+from farm.inputs import address_host_port, env_directory, tracking_uri as read_tracking_uri
 from farm.spec import Study
 from farm.trial import Trial
 
@@ -59,9 +60,19 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
 def check_tracking_uri(uri: str) -> None:
-    """The MLflow store can be reached (a server answers) or created (its directory exists)."""
+    """The MLflow store can be reached (a server answers) or created (its directory exists); its
+    form (sqlite:///PATH or http(s)://) was checked by `farm.inputs`."""
     key = "--tracking-uri"
+    read_tracking_uri(uri)  # the forms farm takes (a URI from a caller other than the CLI, too)
     db = sqlite_path(uri)
     if uri.startswith("sqlite:"):
         if db is None:
@@ -69,6 +80,10 @@ def check_tracking_uri(uri: str) -> None:
         folder = db.parent if str(db.parent) else Path(".")
         if not folder.is_dir():
             raise UserError(f"the directory of the SQLite store does not exist: {folder}", key=key)
+        if db.exists() and not db.is_file():
+            raise UserError(f"the SQLite store {db} is not a file", key=key)
+        if db.is_file() and db.stat().st_size and not _is_sqlite(db):
+            raise UserError(f"{db} is not a SQLite database", key=key)
         if not os.access(folder if not db.exists() else db, os.W_OK):
             raise UserError(f"the SQLite store is not writable: {db if db.exists() else folder}", key=key)
         return
@@ -84,12 +99,6 @@ def check_tracking_uri(uri: str) -> None:
                 cause = cause.__cause__ or cause.__context__
             raise UserError(f"cannot reach the MLflow server at {uri} ({_reason(cause)})", key=key) from None
         _check_server_login(uri)
-        return
-    if parsed.scheme in ("", "file"):
-        folder = Path(parsed.path if parsed.scheme else uri).expanduser()
-        target = folder if folder.exists() else folder.parent
-        if not target.is_dir():
-            raise UserError(f"the directory of the file store does not exist: {target}", key=key)
 
 
 def _check_server_login(uri: str) -> None:
@@ -142,17 +151,9 @@ def check_ray_address(address: str) -> None:
             address = canonicalize_bootstrap_address_or_die("auto")
         except (ConnectionError, ImportError, ValueError) as exc:
             raise UserError(f"no running Ray cluster found on this machine for 'auto' ({_reason(exc)})", key=key) from None
-    parsed = urlparse(address if "://" in address else f"tcp://{address}")
-    if not parsed.hostname or parsed.port is None:
-        if parsed.scheme in ("http", "https") and parsed.hostname:
-            port = parsed.port or (443 if parsed.scheme == "https" else 80)
-        else:
-            raise UserError(f"'{address}' is not a Ray address (HOST:PORT, ray://HOST:PORT, http://HEAD:8265 or auto)",
-                            key=key)
-    else:
-        port = parsed.port
+    host, port = address_host_port(address)  # its form was checked where it was read (farm.inputs)
     try:
-        _tcp_probe(parsed.hostname, port)
+        _tcp_probe(host, port)
     except OSError as exc:
         raise UserError(f"cannot reach the Ray cluster at {address} ({_reason(exc)})", key=key) from None
 
@@ -212,6 +213,7 @@ def check_sweep(study: Study, trials: list[Trial], *, grid: str, address: str | 
     """Everything a sweep needs from outside farm, checked before anything starts."""
     if address is None:
         check_datasets(study, trials)
+        env_directory("FARM_CACHE_DIR")  # tokenizers, datasets and warm-up markers are written there
     check_tracking_uri(tracking_uri)
     if address is not None:
         check_ray_address(address)

@@ -12,10 +12,10 @@ import re
 from pathlib import Path
 from typing import Any, Literal, Union
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from farm.errors import SpecError, key_path
+from farm.inputs import read_yaml_file
 from farm.knobs import KnobError, parse_knob
 
 FlagValue = Union[bool, int, float, str, dict, list, None]
@@ -33,6 +33,8 @@ def normalize_flag_name(name: str) -> str:
 
 
 def _normalize_flags(flags: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(flags, dict):
+        return flags  # pydantic's own check names the key and says what was expected
     out: dict[str, Any] = {}
     for name, value in flags.items():
         key = normalize_flag_name(str(name))
@@ -336,7 +338,9 @@ class GridBlock(_Strict):
     @field_validator("exclude", mode="before")
     @classmethod
     def _normalize_exclude(cls, rules: list) -> list:
-        return [_normalize_flags(rule) if isinstance(rule, dict) else rule for rule in (rules or [])]
+        if not isinstance(rules, list):
+            return rules  # pydantic's own check says a list was expected
+        return [_normalize_flags(rule) if isinstance(rule, dict) else rule for rule in rules]
 
 
 def _knob(name: str, value: Any) -> Any:
@@ -486,13 +490,24 @@ class _RefError(ValueError):
         super().__init__(f"{key}: {reason}")
 
 
-def _merge_includes(data: dict, source: Path, seen: set[Path]) -> dict:
-    includes = data.pop("include", []) or []
+def _include_paths(includes: Any, source: Path) -> list[Path]:
+    """`include: FILE` or `include: [FILE, ...]`, relative to the including file."""
     if isinstance(includes, str):
         includes = [includes]
+    if not isinstance(includes, list) or not all(isinstance(rel, str) and rel for rel in includes):
+        raise SpecError("expected a file name or a list of file names", file=str(source), key="include")
+    paths = []
+    for i, rel in enumerate(includes):
+        try:
+            paths.append((source.parent / os.path.expanduser(rel)).resolve())
+        except (OSError, ValueError, RuntimeError) as exc:  # a NUL byte, a symlink loop
+            raise SpecError(f"'{rel}' is not a usable path ({exc})", file=str(source), key=f"include[{i}]") from None
+    return paths
+
+
+def _merge_includes(data: dict, source: Path, seen: set[Path]) -> dict:
     merged: dict = {}
-    for rel in includes:
-        inc = (source.parent / rel).resolve()
+    for inc in _include_paths(data.pop("include", []) or [], source):
         if inc in seen:
             raise SpecError(f"include cycle through {inc}", file=str(source), key="include")
         inc_data = _read_yaml(inc, seen | {inc})
@@ -509,42 +524,14 @@ def _merge_includes(data: dict, source: Path, seen: set[Path]) -> dict:
     return merged
 
 
-def _check_duplicate_keys(node: yaml.Node, path: str, file: str) -> None:
-    """YAML itself lets a later key silently replace an earlier one (a flag given twice): refuse."""
-    if isinstance(node, yaml.MappingNode):
-        lines: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-            where = f"{path}.{key}" if path else str(key)
-            if key is not None and key != "<<":
-                line = key_node.start_mark.line + 1
-                if key in lines:
-                    raise SpecError(f"given twice (lines {lines[key]} and {line})", file=file, key=where)
-                lines[key] = line
-            _check_duplicate_keys(value_node, where, file)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _check_duplicate_keys(item, f"{path}[{i}]", file)
-
-
-def _read_yaml(path: Path, seen: set[Path]) -> dict:
-    if not path.is_file():
-        raise SpecError("file not found", file=str(path))
-    try:
-        text = path.read_text()
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        if root is not None:
-            _check_duplicate_keys(root, "", str(path))
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(f"malformed YAML: {problem}", file=str(path), key=where) from None
+def _read_yaml(path: Path, seen: set[Path], shown: str | None = None) -> dict:
+    # Bytes, encoding, size, nesting, aliases, duplicate keys and numbers: farm.inputs, the one
+    # place where user files are read. `shown`: the path as the user gave it.
+    data = read_yaml_file(path, what="study file", shown=shown)
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise SpecError("a study file must be a mapping", file=str(path))
+        raise SpecError("a study file must be a mapping", file=shown or str(path))
     _resolve_relative_paths(data, path.parent)
     return _merge_includes(data, path, seen)
 
@@ -556,7 +543,10 @@ def _resolve_relative_paths(data: dict, base: Path) -> None:
 
     def fix(value: Any) -> Any:
         if isinstance(value, str) and value.startswith(("./", "../")):
-            return str((base / value).resolve())
+            try:
+                return str((base / value).resolve())
+            except (OSError, ValueError, RuntimeError):  # a NUL byte, a symlink loop: refused by what checks it
+                return value
         return value
 
     engines = data.get("engines")
@@ -581,11 +571,24 @@ def _resolve_relative_paths(data: dict, base: Path) -> None:
 
 def load_study(path: str | Path | None = None) -> Study:
     """Read and validate a study; raises `SpecError` with file, key path and reason."""
-    source = Path(path) if path else DEFAULT_CONFIG
-    shown = str(path) if path else os.path.relpath(DEFAULT_CONFIG)
-    data = _read_yaml(source.resolve(), {source.resolve()})
+    if path is not None and not str(path).strip():
+        raise SpecError("expected a study file, got an empty path", key="--config")
+    source = Path(path) if path is not None else DEFAULT_CONFIG
+    shown = str(path) if path is not None else os.path.relpath(DEFAULT_CONFIG)
     try:
-        study = Study.model_validate(data)
+        resolved = source.resolve()
+    except (OSError, ValueError, RuntimeError) as exc:  # a NUL byte, a symlink loop
+        raise SpecError(f"not a usable path ({exc})", file=shown) from None
+    data = _read_yaml(resolved, {resolved}, shown)
+    study = validate_study(data, shown)
+    study._source = shown
+    return study
+
+
+def validate_study(data: Any, shown: str) -> Study:
+    """Parsed study data -> `Study`; pydantic's error becomes one `SpecError` with the key path."""
+    try:
+        return Study.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         ctx_err = (err.get("ctx") or {}).get("error")
@@ -600,8 +603,6 @@ def load_study(path: str | Path | None = None) -> Study:
             msg = "required key missing"
         msg = msg.removeprefix("Value error, ")
         raise SpecError(msg, file=shown, key=key_path(loc) or None) from None
-    study._source = shown
-    return study
 
 
 def check_grid_name(study: Study, grid: str) -> None:

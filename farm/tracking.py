@@ -18,7 +18,9 @@ from pathlib import Path
 import yaml
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
+from pydantic import ValidationError
 
+from farm.errors import UserError, key_path
 from farm.results import FINISHED, Status, TrialResult
 from farm.secrets import redact_study, redact_trial
 from farm.spec import Study
@@ -40,7 +42,9 @@ METRICS = ("total_tps", "output_tps", "request_throughput", "success_rate", "dur
 
 def default_tracking_uri() -> str:
     """MLflow's own default: a SQLite store in the working directory, no server needed."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+    from farm.inputs import env_tracking_uri  # MLFLOW_TRACKING_URI, checked at the boundary
+
+    return env_tracking_uri() or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
 def client(uri: str) -> MlflowClient:
@@ -226,7 +230,12 @@ def load_results(uri: str, sweep_id: str) -> list[TrialResult]:
                 path = c.download_artifacts(run.info.run_id, "result.json", tmp)
             except Exception:  # a run logged without its result (older schema, interrupted upload)
                 continue
-            result = TrialResult.model_validate_json(Path(path).read_text())
+            try:
+                result = TrialResult.model_validate_json(Path(path).read_bytes())
+            except ValidationError as exc:  # stored by a farm with another result schema
+                err = exc.errors()[0]
+                raise UserError(f"does not fit this farm's result schema ({err['msg']})",
+                                file=f"run {run.info.run_id}: result.json", key=key_path(err["loc"]) or None) from None
         by_trial[result.trial.id] = result
     return sorted(by_trial.values(), key=lambda r: r.trial.index)
 
@@ -235,7 +244,12 @@ def load_study_snapshot(uri: str, sweep_id: str) -> Study:
     c = client(uri)
     with tempfile.TemporaryDirectory() as tmp:
         path = c.download_artifacts(sweep_id, "sweep/study.yaml", tmp)
-        return Study.model_validate(yaml.safe_load(Path(path).read_text()))
+        # Read like a user's study: a snapshot an older farm stored may not fit this one's schema.
+        from farm.inputs import read_yaml_file
+        from farm.spec import validate_study
+
+        shown = f"sweep {sweep_id}: sweep/study.yaml"
+        return validate_study(read_yaml_file(path, shown=shown), shown)
 
 
 # --------------------------------------------------------------------------------------

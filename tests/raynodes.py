@@ -128,8 +128,9 @@ class RayNode:
 
 
 def start_node(env: dict[str, str], *, head: bool, gcs_port: int | None = None, num_cpus: int = 2,
-               num_gpus: int = 0, resources: str | None = None, log_dir: Path) -> RayNode:
-    """One Ray node; the head also runs the dashboard (the Jobs API) on a free port."""
+               num_gpus: int = 0, resources: str | None = None, log_dir: Path, path: str | None = None) -> RayNode:
+    """One Ray node; the head also runs the dashboard (the Jobs API) on a free port. `path`: the
+    node's PATH (what a job's `python` is found on); default this interpreter's bin, then env's."""
     names = ["node_manager", "object_manager", "metrics_export", "agent_listen", "agent_grpc", "runtime_env",
              "client_server", "dashboard", "gcs"]
     ports = dict(zip(names, free_ports(len(names))))
@@ -154,7 +155,8 @@ def start_node(env: dict[str, str], *, head: bool, gcs_port: int | None = None, 
         argv += [f"--address=127.0.0.1:{ports['gcs']}"]
     log = log_dir / f"ray-{'head' if head else 'worker'}-{ports['node_manager']}.log"
     with open(log, "ab") as fh:
-        proc = subprocess.Popen(argv, env={**env, "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}"},
+        node_path = path if path is not None else f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+        proc = subprocess.Popen(argv, env={**env, "PATH": node_path},
                                 stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     node = RayNode(proc, temp_dir, log, ports)

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 PURE = ["farm.spec", "farm.grid", "farm.trial", "farm.results", "farm.engines", "farm.engines.vllm",
-        "farm.engines.sglang", "farm.engines.mock", "farm.secrets", "farm.bench_client", "farm.datasets"]
+        "farm.engines.sglang", "farm.engines.mock", "farm.secrets", "farm.bench_client", "farm.datasets", "farm.inputs"]
 
 
 def test_pure_modules_import_neither_ray_nor_mlflow():

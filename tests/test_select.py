@@ -8,7 +8,8 @@ import pytest
 
 from farm.errors import UserError
 from farm.grid import expand
-from farm.records import load_results_file, records_from_trials, results_from_data, write_results_file
+from farm.inputs import read_results_file
+from farm.records import records_from_trials, results_from_data, write_results_file
 from farm.results import ProfileRun, RunMetrics, Status, TrialResult
 from farm.select import SelectionSettings, select, settings_for
 
@@ -231,7 +232,7 @@ def test_farm_trial_results_go_through_the_same_selection_and_survive_a_results_
     assert sel.baseline.name == "engine_vllm_default"
 
     path = write_results_file(results, tmp_path / "sweep-results.json")
-    again = load_results_file(path)
+    again = read_results_file(path)
     assert again.records == results.records
     assert select(again, settings_for(again, study), "stepwise") == sel
 

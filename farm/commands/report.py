@@ -7,15 +7,16 @@ from pathlib import Path
 
 import click
 
+from farm.commands import options as opt
 from farm.errors import UserError
 
 
 @click.command("report")
-@click.argument("sweep_id")
-@click.option("--tracking-uri", default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
+@click.argument("sweep_id", type=opt.SWEEP_ID)
+@click.option("--tracking-uri", type=opt.TRACKING_URI, default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
 @click.option("--strategy", type=click.Choice(["best", "stepwise"]), default="best", show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
-@click.option("--out", "out", default=None, metavar="DIR", help="Also write report.md, results.json and plots into DIR.")
+@click.option("--out", "out", type=opt.DIRECTORY, default=None, metavar="DIR", help="Also write report.md, results.json and plots into DIR.")
 def report(sweep_id: str, tracking_uri: str | None, strategy: str, fmt: str, out: str | None) -> None:
     """Selection and report of a stored sweep; no engine runs."""
     from farm import tracking

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from farm.commands import options as opt
 from farm.errors import UserError
 
 AUTH_INI = """[mlflow]
@@ -92,15 +93,15 @@ def _auth_env(store: Path, user: str, password: str) -> dict[str, str]:
 
 
 @click.command("server")
-@click.option("--store", type=click.Path(file_okay=False), default="mlflow-server", show_default=True,
+@click.option("--store", type=opt.DIRECTORY, default="mlflow-server", show_default=True,
               help="Folder of the server's SQLite store (mlflow.db) and artifacts (artifacts/).")
-@click.option("--host", default="127.0.0.1", show_default=True,
+@click.option("--host", type=opt.HOST, default="127.0.0.1", show_default=True,
               help="Address to bind; on a cluster, the head's address on the cluster network.")
-@click.option("--port", type=int, default=5000, show_default=True)
+@click.option("--port", type=opt.PORT, default=5000, show_default=True)
 @click.option("--auth", is_flag=True, help="MLflow's basic-auth app (admin from MLFLOW_TRACKING_USERNAME/PASSWORD).")
 @click.option("--allowed-hosts", default=None,
               help="Host headers the server accepts (MLflow's default: localhost and private addresses).")
-@click.option("--workers", type=int, default=2, show_default=True, help="Server worker processes.")
+@click.option("--workers", type=opt.WORKERS, default=2, show_default=True, help="Server worker processes.")
 def server(store: str, host: str, port: int, auth: bool, allowed_hosts: str | None, workers: int) -> None:
     """Start the shared MLflow tracking server (runs in the foreground; Ctrl-C stops it)."""
     admin = _admin_credentials() if auth else None

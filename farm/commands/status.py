@@ -6,24 +6,24 @@ import json
 
 import click
 
+from farm.commands import options as opt
+
 
 @click.command("status")
-@click.argument("sweep_id", required=False)
-@click.option("--tracking-uri", default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
-@click.option("--address", default=None,
+@click.argument("sweep_id", type=opt.SWEEP_ID, required=False)
+@click.option("--tracking-uri", type=opt.TRACKING_URI, default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
+@click.option("--address", type=opt.RAY_ADDRESS, default=None,
               help="Ray dashboard (http://HEAD:8265) or 'auto', to see which trials run now; default: $RAY_ADDRESS.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def status(sweep_id: str | None, tracking_uri: str | None, address: str | None, fmt: str) -> None:
     """Where a sweep stands (default: the latest sweep in the tracking store)."""
-    import os
-
-    from farm import tracking
+    from farm import inputs, tracking
     from farm.preflight import check_store_to_read
     from farm.sweep_status import render, sweep_status
 
     uri = tracking_uri or tracking.default_tracking_uri()
     check_store_to_read(uri)
-    address = address or os.environ.get("RAY_ADDRESS")
+    address = address or inputs.env_ray_address()
     if address:
         from farm.jobs import enable_client_token
 

@@ -1,0 +1,76 @@
+"""Click option types that read their value through `farm.inputs`, the one boundary.
+
+A bad value raises the boundary's `UserError` (one line naming the option, exit 2, from the
+`farm` group) rather than click's usage block, so an option and a study key fail alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import click
+
+from farm import inputs
+
+
+class Checked(click.ParamType):
+    """A value read by `reader(value, option=...)`; `reader` raises `UserError`."""
+
+    def __init__(self, name: str, reader: Callable[..., Any]):
+        self.name = name
+        self._reader = reader
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, str):  # a default given as a value already
+            return value
+        option = param.opts[0] if param is not None and param.opts else self.name
+        if param is not None and param.param_type_name == "argument":
+            option = param.human_readable_name
+        return self._reader(value, option=option)
+
+
+def _count(high: int):
+    def read(value: str, *, option: str) -> int:
+        return inputs.whole_number(value, option=option, low=1, high=high)
+    return read
+
+
+def _port(value: str, *, option: str) -> int:
+    return inputs.whole_number(value, option=option, low=1, high=65535)
+
+
+TRACKING_URI = Checked("tracking_uri", inputs.tracking_uri)
+RAY_ADDRESS = Checked("ray_address", inputs.ray_address)
+SWEEP_ID = Checked("sweep_id", inputs.sweep_id)
+NAME = Checked("name", inputs.text_option)
+REPEATS = Checked("repeats", inputs.repeats)
+RUNS = Checked("runs", _count(inputs.MAX_RUNS))
+WORKERS = Checked("workers", _count(64))
+PORT = Checked("port", _port)
+DIRECTORY = Checked("directory", inputs.output_directory)
+HOST = Checked("host", inputs.host_option)
+
+
+def _file(value: str, *, option: str) -> str:
+    if not value or not value.strip():
+        raise inputs.UserError("expected a file, got an empty value", key=option)
+    return value
+
+
+FILE = Checked("file", _file)
+
+
+def echo_user_error(exc: inputs.UserError) -> None:
+    click.echo(f"error: {exc.line()}", err=True)
+
+
+class OneLineErrors(click.Command):
+    """A command run on its own (`python -m farm.commands.analyze`): a `UserError`, from an
+    option or the command's body, is the same one line and exit 2 as under the `farm` group."""
+
+    def main(self, *args, **kwargs):
+        try:
+            return super().main(*args, **kwargs)
+        except inputs.UserError as exc:
+            echo_user_error(exc)
+            raise SystemExit(exc.exit_code) from None

@@ -1,0 +1,597 @@
+"""The boundary: everything a user hands farm is read here.
+
+Study files and their includes, results files, command-line options (tracking URIs, Ray
+addresses, sweep ids, names, numbers) and the environment variables farm reads. Each reader
+either returns a value farm can use as it is, or raises one `UserError` naming the file or
+option, the key where known, and the reason in the user's terms: whatever the library beneath
+it raised (a decoder, a parser, recursion, a size, pydantic) never reaches the user as a
+traceback.
+
+What farm accepts (the README's "Bad input" says the same):
+- text files are UTF-8, with or without a byte-order mark; a UTF-16/32 or Latin-1 file is
+  refused with the reason and the offending byte's line and column;
+- a path where a file is expected is a regular file (not a directory, FIFO, device or socket),
+  at most `STUDY_MAX_BYTES` for a study or include, `RESULTS_MAX_BYTES` for a results file;
+- YAML and JSON nest at most `MAX_DEPTH` levels; YAML anchors may be reused, but a document
+  expands (aliases followed) to at most `YAML_MAX_NODES` nodes, and an alias never contains
+  itself;
+- every number is finite (no .inf, .nan, NaN or Infinity) and fits a signed 64-bit integer
+  where it is whole;
+- tracking URIs and Ray addresses take the forms listed in `TRACKING_FORMS` and
+  `RAY_ADDRESS_FORMS`.
+
+Pure: no ray or mlflow import here (the CLI runs these checks before either is loaded).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+import os
+import re
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from farm.errors import SpecError, UserError
+
+STUDY_MAX_BYTES = 1 << 20  # 1 MiB: the largest study in configs/ is under 8 KB
+RESULTS_MAX_BYTES = 128 << 20  # 128 MiB: about 80,000 runs in the seed-results.json format
+DATASET_MAX_BYTES = 4 << 30  # 4 GiB: ShareGPT V3, the largest in use, is 0.7 GiB
+MAX_DEPTH = 32  # a study nests about 7 levels, a results file 4
+YAML_MAX_NODES = 100_000  # after following aliases; the default study has about 1,000
+INT_MAX = 2**63 - 1  # MLflow, numpy and guidellm store whole numbers in 64 bits
+MAX_RUNS = 1_000_000  # --run-budget, --repeats: far beyond any sweep a cluster finishes
+
+TRACKING_FORMS = "sqlite:///PATH or http(s)://HOST[:PORT]"
+RAY_ADDRESS_FORMS = "HOST:PORT, ray://HOST:PORT, http://HEAD:8265 or auto"
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}".replace(".0 ", " ")
+        n /= 1024
+    return str(n)
+
+
+# --------------------------------------------------------------------------------------
+# files -> text
+
+
+def _kind_of(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_bytes(path: str | Path, *, what: str, max_bytes: int, shown: str | None = None, error=UserError) -> bytes:
+    """The bytes of a regular file of at most `max_bytes`; a FIFO or device is never opened (a
+    read from one could block or never end). `shown`: the path as the user wrote it."""
+    shown = shown or str(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise error("file not found", file=shown) from None
+    except NotADirectoryError:
+        raise error("file not found (a folder on its path is a file)", file=shown) from None
+    except PermissionError:
+        raise error("permission denied", file=shown) from None
+    except ValueError:  # a NUL byte in the path
+        raise error("not a valid path (it contains a NUL byte)", file=shown) from None
+    except OSError as exc:  # name too long, a symlink loop, ...
+        raise error(f"cannot read it ({exc.strerror or type(exc).__name__})", file=shown) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise error(f"is {_kind_of(st.st_mode)}, not a {what}", file=shown)
+    if st.st_size > max_bytes:
+        raise error(f"is {_size(st.st_size)}; a {what} may be at most {_size(max_bytes)}", file=shown)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise error(f"cannot read it ({exc.strerror or type(exc).__name__})", file=shown) from None
+    if len(data) > max_bytes:  # it grew since stat
+        raise error(f"is larger than {_size(max_bytes)}, the most a {what} may be", file=shown)
+    return data
+
+
+_UTF16_32_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+                  (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
+
+
+def decode_text(data: bytes, *, shown: str, error=UserError) -> str:
+    """UTF-8 only, with or without a byte-order mark: what every editor writes by default, and
+    the one encoding YAML, JSON and MLflow agree on."""
+    advice = "farm reads UTF-8 only: save it as UTF-8"
+    for bom, name in _UTF16_32_BOMS:
+        if data.startswith(bom):
+            raise error(f"is {name} text; {advice}", file=shown)
+    if b"\x00" in data:
+        looks = "UTF-16 text" if data.count(b"\x00") * 3 >= len(data) else "a binary file"
+        raise error(f"contains NUL bytes (it looks like {looks}); {advice}", file=shown)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[:exc.start]
+        line = before.count(b"\n") + 1
+        column = exc.start - (before.rfind(b"\n") + 1) + 1
+        raise error(f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}, column {column}); {advice}",
+                    file=shown) from None
+    return text.removeprefix("\ufeff")
+
+
+def read_text(path: str | Path, *, what: str, max_bytes: int, shown: str | None = None, error=UserError) -> str:
+    shown = shown or str(path)
+    return decode_text(read_bytes(path, what=what, max_bytes=max_bytes, shown=shown, error=error), shown=shown,
+                       error=error)
+
+
+# --------------------------------------------------------------------------------------
+# numbers and nesting of parsed data
+
+
+class _Unparsable:
+    """A JSON number Python cannot hold (more digits than int() takes), kept to be reported with
+    its key path."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+class _NonFinite:
+    """NaN, Infinity or -Infinity in JSON (Python's json accepts them; JSON does not)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def _child_path(path: str, key: Any) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+def check_values(data: Any, *, shown: str, error=UserError) -> None:
+    """Every number finite and within 64 bits, nesting at most `MAX_DEPTH`: walked without
+    recursion, so no depth can overflow the stack here."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        where = path or None
+        if isinstance(value, (dict, list)):
+            if depth >= MAX_DEPTH:
+                raise error(f"nested deeper than {MAX_DEPTH} levels", file=shown, key=where)
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            stack.extend((v, _child_path(path, k), depth + 1) for k, v in items)
+        elif isinstance(value, bool) or value is None or isinstance(value, str):
+            continue
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise error(f"expected a finite number, got {value}", file=shown, key=where)
+        elif isinstance(value, int):
+            if abs(value) > INT_MAX:
+                raise error(f"the number {value:.3g} is out of range (at most {INT_MAX} in size)", file=shown,
+                            key=where)
+        elif isinstance(value, _NonFinite):
+            raise error(f"expected a finite number, got {value.text} (JSON has no NaN or Infinity; "
+                        "write null for a missing value)", file=shown, key=where)
+        elif isinstance(value, _Unparsable):
+            raise error(f"the number {value.text[:12]}... ({len(value.text)} digits) is out of range",
+                        file=shown, key=where)
+
+
+# --------------------------------------------------------------------------------------
+# YAML
+
+
+def _yaml_error(exc: yaml.YAMLError, text: str, shown: str, error) -> UserError:
+    if isinstance(exc, yaml.reader.ReaderError):
+        before = text[:exc.position]
+        line, column = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
+        return error(f"character U+{exc.character:04X} is not allowed in YAML", file=shown,
+                     key=f"line {line} column {column}")
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}" if mark is not None else None
+    problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+    return error(f"malformed YAML: {problem}", file=shown, key=where)
+
+
+def _check_yaml_shape(text: str, shown: str, error) -> yaml.Node | None:
+    """Nesting from the event stream (PyYAML's parser is iterative, its composer recursive, so
+    depth is checked before composing), then the document's size with aliases followed."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise error(f"nested deeper than {MAX_DEPTH} levels", file=shown,
+                            key=f"line {event.start_mark.line + 1}")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if root is not None:
+        _check_expanded(root, shown, error)
+    return root
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_expanded(root: yaml.Node, shown: str, error) -> None:
+    """Nodes and depth of the document as a loader expands it (an alias counts as the whole
+    node it names): a "billion laughs" of nested aliases is refused here, in time linear in the
+    file, instead of being walked. An alias that contains itself is refused too."""
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        ident = id(node)
+        if done:
+            kids = _children(node)
+            size[ident] = 1 + sum(size[id(k)] for k in kids)
+            depth[ident] = 1 + max((depth[id(k)] for k in kids), default=0)
+            on_path.discard(ident)
+            if size[ident] > YAML_MAX_NODES:
+                raise error(f"expands to more than {YAML_MAX_NODES:,} values with its aliases followed",
+                            file=shown, key=f"line {node.start_mark.line + 1}")
+            if depth[ident] > MAX_DEPTH:
+                raise error(f"nested deeper than {MAX_DEPTH} levels with its aliases followed", file=shown,
+                            key=f"line {node.start_mark.line + 1}")
+            continue
+        if ident in size:
+            continue
+        if ident in on_path:
+            raise error("an alias refers to the node that contains it (a recursive structure)", file=shown,
+                        key=f"line {node.start_mark.line + 1}")
+        on_path.add(ident)
+        stack.append((node, True))
+        stack.extend((k, False) for k in _children(node) if id(k) not in size)
+
+
+def _check_duplicate_keys(node: yaml.Node, path: str, file: str, error) -> None:
+    """YAML itself lets a later key silently replace an earlier one (a flag given twice): refuse.
+    (Depth and size were checked first, so this walk is bounded.)"""
+    if isinstance(node, yaml.MappingNode):
+        lines: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            where = f"{path}.{key}" if path else str(key)
+            if key is not None and key != "<<":
+                line = key_node.start_mark.line + 1
+                if key in lines:
+                    raise error(f"given twice (lines {lines[key]} and {line})", file=file, key=where)
+                lines[key] = line
+            _check_duplicate_keys(value_node, where, file, error)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_duplicate_keys(item, f"{path}[{i}]", file, error)
+
+
+def load_yaml(text: str, *, shown: str, error=SpecError) -> Any:
+    """YAML text -> Python data, within the limits above, with no duplicate keys."""
+    try:
+        root = _check_yaml_shape(text, shown, error)
+        if root is not None:
+            _check_duplicate_keys(root, "", shown, error)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, text, shown, error) from None
+    except ValueError as exc:  # int() of a number with more digits than Python converts
+        if "digits" in str(exc):
+            raise error(f"a whole number in it has more than {sys.get_int_max_str_digits()} digits (out of range)",
+                        file=shown) from None
+        raise error(f"a value in it cannot be read ({str(exc).splitlines()[0][:120]})", file=shown) from None
+    except RecursionError:  # not expected after the depth check; never a traceback all the same
+        raise error(f"nested deeper than {MAX_DEPTH} levels", file=shown) from None
+    check_values(data, shown=shown, error=error)
+    return data
+
+
+def read_yaml_file(path: str | Path, *, what: str = "study file", shown: str | None = None, error=SpecError) -> Any:
+    """`shown`: the path as the user wrote it, when `path` is its resolved form."""
+    shown = shown or str(path)
+    text = read_text(path, what=what, max_bytes=STUDY_MAX_BYTES, shown=shown, error=error)
+    return load_yaml(text, shown=shown, error=error)
+
+
+# --------------------------------------------------------------------------------------
+# JSON
+
+
+def _int_or_unparsable(text: str) -> int | _Unparsable:
+    try:
+        return int(text)
+    except ValueError:
+        return _Unparsable(text)
+
+
+def _pairs_once(pairs: list[tuple[str, Any]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str):
+        self.key = key
+
+
+def load_json(text: str, *, shown: str, error=UserError) -> Any:
+    """JSON text -> Python data: strict JSON numbers (no NaN/Infinity), no key given twice in an
+    object, at most `MAX_DEPTH` levels."""
+    try:
+        data = json.loads(text, parse_constant=_NonFinite, parse_int=_int_or_unparsable,
+                          object_pairs_hook=_pairs_once)
+    except json.JSONDecodeError as exc:
+        raise error(f"not valid JSON: {exc.msg}", file=shown, key=f"line {exc.lineno} column {exc.colno}") from None
+    except _DuplicateKey as exc:
+        raise error(f"key '{exc.key}' given twice in one object", file=shown) from None
+    except RecursionError:  # the parser recurses once per level, in C, up to Python's limit
+        raise error(f"nested deeper than {MAX_DEPTH} levels", file=shown) from None
+    check_values(data, shown=shown, error=error)
+    return data
+
+
+def read_json_file(path: str | Path, *, what: str, max_bytes: int = RESULTS_MAX_BYTES, error=UserError) -> Any:
+    return load_json(read_text(path, what=what, max_bytes=max_bytes, error=error), shown=str(path), error=error)
+
+
+def read_results_file(path: str | Path):
+    """A results file (seed-results.json format, or one a sweep wrote) -> `Results`."""
+    from farm.records import results_from_data
+
+    data = read_json_file(path, what="results file")
+    return results_from_data(data, str(path))
+
+
+# --------------------------------------------------------------------------------------
+# command-line options and environment variables
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+MAX_OPTION_CHARS = 2048  # a URI, address or path on the command line; keeps every error line short
+
+
+def _too_long(value: str, option: str) -> None:
+    if len(value) > MAX_OPTION_CHARS:
+        raise UserError(f"expected at most {MAX_OPTION_CHARS} characters, got {len(value)}", key=option)
+
+
+def text_option(value: str, *, option: str, what: str = "a name", max_len: int = 256) -> str:
+    """A name given on the command line (grid, experiment, baseline): non-empty, one line."""
+    if not value or not value.strip():
+        raise UserError(f"expected {what}, got an empty value", key=option)
+    if _CONTROL.search(value):
+        raise UserError(f"expected {what}, got {value!r} (control characters)", key=option)
+    if len(value) > max_len:
+        raise UserError(f"expected {what} of at most {max_len} characters, got {len(value)}", key=option)
+    return value
+
+
+# MLflow's own rule for run ids (a sweep id is its parent run's id); keeps quotes and spaces out
+# of the filter strings farm builds from it.
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,255}")
+
+
+def sweep_id(value: str, *, option: str = "SWEEP_ID") -> str:
+    if not _RUN_ID.fullmatch(value or ""):
+        shown = value if len(value or "") <= 40 else value[:40] + "..."
+        raise UserError(f"'{shown}' is not a sweep id (the run id farm printed: letters, digits, - and _)",
+                        key=option)
+    return value
+
+
+def whole_number(value: Any, *, option: str, low: int, high: int) -> int:
+    text = str(value).strip()
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        raise UserError(f"expected a whole number from {low} to {high}, got {str(value)[:40]!r}", key=option)
+    if len(text) > 40:
+        raise UserError(f"expected a whole number from {low} to {high}, got one of {len(text)} digits", key=option)
+    number = int(text)
+    if not low <= number <= high:
+        raise UserError(f"expected a whole number from {low} to {high}, got {text}", key=option)
+    return number
+
+
+def repeats(value: Any, *, option: str = "--repeats") -> int | str:
+    if str(value).strip().lower() == "auto":
+        return "auto"
+    return whole_number(value, option=option, low=1, high=MAX_RUNS)
+
+
+def _split(value: str, option: str, *, shown: str | None = None, what: str = "a valid URL"):
+    """urlsplit, whose ValueError (an unclosed IPv6 bracket, a port out of range) becomes the
+    option's error; the port is read here so that no later `.port` raises."""
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        raise UserError(f"'{shown or value}' is not {what} ({exc})", key=option) from None
+    return parts, port
+
+
+def _check_host(host: str | None, value: str, option: str, forms: str) -> str:
+    if not host:
+        raise UserError(f"'{value}' names no host (expected {forms})", key=option)
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    if not re.fullmatch(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?", host) or len(host) > 253:
+        raise UserError(f"'{host}' is not a host name or IP address (in '{value}')", key=option)
+    return host
+
+
+def tracking_uri(value: str, *, option: str = "--tracking-uri") -> str:
+    """The MLflow stores farm checks before a sweep and reads from: a SQLite file or a tracking
+    server. Anything else MLflow might take (databricks, a database URL) is refused: farm could
+    not check it before starting, and a cluster needs a server anyway (put an MLflow server in
+    front of such a store)."""
+    if not value or not value.strip():
+        raise UserError(f"expected a tracking URI ({TRACKING_FORMS}), got an empty value", key=option)
+    _too_long(value, option)
+    if _CONTROL.search(value):
+        raise UserError(f"expected a tracking URI ({TRACKING_FORMS}), got {value!r} (control characters)", key=option)
+    parts, port = _split(value, option)
+    scheme = parts.scheme.lower()
+    if scheme == "sqlite":
+        if not value.startswith("sqlite:///") or value[len("sqlite:///"):] in ("", ":memory:"):
+            raise UserError(f"'{value}' names no database file (expected sqlite:///PATH)", key=option)
+        return value
+    if scheme in ("http", "https"):
+        _check_host(parts.hostname, value, option, TRACKING_FORMS)
+        if parts.username is not None or parts.password is not None:
+            raise UserError("credentials do not go in the URI (MLflow would record them): set "
+                            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD", key=option)
+        if port == 0:
+            raise UserError(f"'{value}': port 0 is not a server's port", key=option)
+        return value
+    if scheme == "file" or (scheme == "" and "://" not in value) or (len(scheme) == 1 and value[1:2] == ":"):
+        # MLflow 3 refuses its file store unless told to (MLFLOW_ALLOW_FILE_STORE); farm keeps to
+        # the stores MLflow maintains.
+        raise UserError(f"'{value}' is a file store, which MLflow 3 no longer opens: use sqlite:///PATH "
+                        "(`mlflow migrate-filestore` converts an old one) or http(s)://HOST:PORT", key=option)
+    raise UserError(f"unsupported tracking URI scheme '{parts.scheme}' in '{value}' (farm takes {TRACKING_FORMS}; "
+                    "for another MLflow store, run an MLflow server in front of it)", key=option)
+
+
+def ray_address(value: str, *, option: str = "--address") -> str:
+    """`auto` (the cluster of this machine), `HOST:PORT` (its GCS), `ray://HOST:PORT` (Ray
+    Client), or `http(s)://HEAD[:PORT]` (the Jobs API, the dashboard's port)."""
+    if not value or not value.strip():
+        raise UserError(f"expected a Ray address ({RAY_ADDRESS_FORMS}), got an empty value", key=option)
+    _too_long(value, option)
+    if value == "auto":
+        return value
+    bad = f"'{value}' is not a Ray address ({RAY_ADDRESS_FORMS})"
+    if _CONTROL.search(value) or " " in value:
+        raise UserError(bad, key=option)
+    what = f"a Ray address ({RAY_ADDRESS_FORMS})"
+    if "://" not in value:
+        parts, port = _split(f"tcp://{value}", option, shown=value, what=what)
+        scheme = ""
+    else:
+        parts, port = _split(value, option, what=what)
+        scheme = parts.scheme.lower()
+        if scheme not in ("ray", "http", "https"):
+            raise UserError(bad, key=option)
+    if scheme in ("", "ray") and (parts.path not in ("", "/") or parts.query or parts.fragment):
+        raise UserError(bad, key=option)
+    if parts.username is not None or parts.password is not None:
+        raise UserError(f"{bad}: credentials do not go in the address (the cluster token does: "
+                        "RAY_AUTH_TOKEN or ~/.ray/auth_token)", key=option)
+    _check_host(parts.hostname, value, option, RAY_ADDRESS_FORMS)
+    if port is None and scheme in ("", "ray"):
+        raise UserError(bad, key=option)
+    if port == 0:
+        raise UserError(f"{bad}: port 0 is not a server's port", key=option)
+    return value
+
+
+def address_host_port(address: str) -> tuple[str, int]:
+    """Host and port of an address `ray_address` accepted (not `auto`)."""
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    port = parts.port
+    if port is None:
+        port = 443 if parts.scheme == "https" else 80
+    return parts.hostname or "", port
+
+
+def env_tracking_uri() -> str | None:
+    """MLFLOW_TRACKING_URI, when set: read by farm (the default store) and by MLflow itself."""
+    value = os.environ.get("MLFLOW_TRACKING_URI")
+    return tracking_uri(value, option="MLFLOW_TRACKING_URI") if value else None
+
+
+def env_ray_address() -> str | None:
+    """RAY_ADDRESS, when set: `farm status` asks it which trials run."""
+    value = os.environ.get("RAY_ADDRESS")
+    return ray_address(value, option="RAY_ADDRESS") if value else None
+
+
+TOKEN_MAX_BYTES = 4096
+
+
+def _check_token(token: str, source: str, option: str) -> None:
+    """A token travels in an HTTP header: one line of printable ASCII. Never shown in the error."""
+    if not token:
+        raise UserError(f"{source} is empty", key=option)
+    if not token.isascii() or not token.isprintable() or any(c.isspace() for c in token):
+        raise UserError(f"{source} holds a token with spaces, line breaks or non-ASCII characters inside it "
+                        "(Ray sends it in an HTTP header: copy it again with `ray get-auth-token`)", key=option)
+
+
+def check_ray_token_sources(option: str) -> None:
+    """The Ray cluster token wherever this machine keeps it: RAY_AUTH_TOKEN, the file named by
+    RAY_AUTH_TOKEN_PATH (Ray aborts the whole process on an unreadable one), ~/.ray/auth_token."""
+    value = os.environ.get("RAY_AUTH_TOKEN")
+    if value is not None:
+        _check_token(value, "RAY_AUTH_TOKEN", option)
+        return
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    source = "RAY_AUTH_TOKEN_PATH" if path else "~/.ray/auth_token"
+    token_file = Path(path or "~/.ray/auth_token").expanduser()
+    if not path and not token_file.exists():
+        return  # no token on this machine: fine for a cluster without token authentication
+    try:
+        text = read_text(token_file, what="token file", max_bytes=TOKEN_MAX_BYTES)
+    except UserError as exc:
+        raise UserError(f"{source} names {token_file}, which cannot be used: {exc.reason}", key=option) from None
+    _check_token(text.strip(), f"{source} ({token_file})", option)  # Ray strips a file's line end
+
+
+def env_directory(name: str) -> None:
+    """A variable naming a directory farm writes into (FARM_CACHE_DIR): if it names something
+    that exists, that is a directory."""
+    value = os.environ.get(name)
+    if not value:
+        return
+    try:
+        path = Path(value).expanduser()
+        exists, is_dir = path.exists(), path.is_dir()
+    except (OSError, ValueError):
+        raise UserError(f"'{value}' is not a usable directory path", key=name) from None
+    if exists and not is_dir:
+        raise UserError(f"{path} is not a directory", key=name)
+
+
+def output_directory(value: str, *, option: str) -> str:
+    """A directory farm writes into (--out, --plots, --workdir, --store): given, and not an
+    existing file."""
+    if not value or not value.strip():
+        raise UserError("expected a directory, got an empty value", key=option)
+    _too_long(value, option)
+    try:
+        path = Path(value).expanduser()
+        exists, is_dir = path.exists(), path.is_dir()
+    except (OSError, ValueError):
+        raise UserError(f"'{value}' is not a usable directory path", key=option) from None
+    if exists and not is_dir:
+        raise UserError(f"{value} exists and is not a directory", key=option)
+    return value
+
+
+def host_option(value: str, *, option: str = "--host") -> str:
+    """An address to bind: an IP address or a host name."""
+    return _check_host(value.strip("[]") if value else value, value, option, "an IP address or host name")
