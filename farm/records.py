@@ -354,21 +354,6 @@ def _check_trial_ids(records: list[RunRecord], source: str) -> None:
                             file=source, key=f"runs[{i}].trial")
 
 
-def load_results_file(path: str | Path) -> Results:
-    """Read a results file in the seed-results.json format; every mistake is a `UserError`."""
-    shown = str(path)
-    p = Path(path)
-    if not p.is_file():
-        raise UserError("file not found", file=shown)
-    try:
-        data = json.loads(p.read_text())
-    except UnicodeDecodeError:
-        raise UserError("not a text file", file=shown) from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"not valid JSON: {exc.msg}", file=shown, key=f"line {exc.lineno} column {exc.colno}") from None
-    return results_from_data(data, shown)
-
-
 def results_to_data(results: Results) -> dict[str, Any]:
     """`Results` -> the seed-results.json format, with farm's extra keys (trial, repeat, status...)."""
     runs = []

@@ -156,10 +156,10 @@ def report_for(results: Results, study: "Study", *, strategy: str = "best", base
     report = build_report(results, settings, strategy)
     ref = study.reference
     if ref is not None:
-        from farm.records import load_results_file
+        from farm.inputs import read_results_file
 
         if Path(ref.results).is_file():
-            report.reference = compare_with_reference(results, load_results_file(ref.results), label=ref.label,
+            report.reference = compare_with_reference(results, read_results_file(ref.results), label=ref.label,
                                                       profiles=ref.profiles, note=ref.note)
         else:  # a stored sweep's study names the file where the sweep ran: another machine may not have it
             report.warnings.append(ReportWarning(

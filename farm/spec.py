@@ -180,7 +180,10 @@ class DataSpec(_Strict):
     @property
     def spread(self) -> dict[str, int]:
         """The spread fields that are set, named as guidellm's synthetic data names them."""
-        return {name: getattr(self, name) for name in SPREAD_FIELDS if getattr(self, name) is not None}
+        values = {"prompt_tokens_stdev": self.prompt_tokens_stdev, "prompt_tokens_min": self.prompt_tokens_min,
+                  "prompt_tokens_max": self.prompt_tokens_max, "output_tokens_stdev": self.output_tokens_stdev,
+                  "output_tokens_min": self.output_tokens_min, "output_tokens_max": self.output_tokens_max}
+        return {name: value for name, value in values.items() if value is not None}
 
     @property
     def fixed_lengths(self) -> bool:
@@ -206,10 +209,6 @@ class DataSpec(_Strict):
 
     def resolved_path(self) -> Path | None:
         return Path(os.path.expandvars(os.path.expanduser(self.path))) if self.path else None
-
-
-SPREAD_FIELDS = ("prompt_tokens_stdev", "prompt_tokens_min", "prompt_tokens_max",
-                 "output_tokens_stdev", "output_tokens_min", "output_tokens_max")
 
 
 class SLOSpec(_Strict):

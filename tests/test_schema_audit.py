@@ -32,6 +32,9 @@ READ_THROUGH = {
     "Study.experiment": "experiment_name",          # `experiment or name`, the MLflow experiment
     "GridBlock.skip_unsupported": "skips",          # grid.py asks block.skips(knob, engine)
     "EngineSpec.skip_unsupported": "skips",         # ... which also reads the engine's
+    # a synthetic profile's length spread, handed to guidellm as one mapping (bench_client.py)
+    **{f"DataSpec.{name}": "spread" for name in ("prompt_tokens_stdev", "prompt_tokens_min", "prompt_tokens_max",
+                                                "output_tokens_stdev", "output_tokens_min", "output_tokens_max")},
 }
 
 # Fields read generically, or not yet: each says why.
@@ -40,9 +43,6 @@ ALLOW_LIST = {
     # (sweep/study.yaml, a model_dump of the whole study) and steers nothing by design.
     "Study.description": "documentation",
     "GridSpec.description": "documentation",
-    # wired by issue 11: a warm-up run of this many requests before the measured runs
-    # (actors/bench.py, being written in another branch).
-    "ProfileSpec.warmup_requests": "wired by issue 11",
 }
 
 
