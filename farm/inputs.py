@@ -567,13 +567,19 @@ def env_directory(name: str) -> None:
     value = os.environ.get(name)
     if not value:
         return
+    path = _not_a_file(value, key=name)
+    if path is not None:
+        raise UserError(f"{path} is not a directory", key=name)
+
+
+def _not_a_file(value: str, *, key: str) -> Path | None:
+    """The path `value` names when it exists and is not a directory (None when it is fine)."""
     try:
         path = Path(value).expanduser()
         exists, is_dir = path.exists(), path.is_dir()
     except (OSError, ValueError):
-        raise UserError(f"'{value}' is not a usable directory path", key=name) from None
-    if exists and not is_dir:
-        raise UserError(f"{path} is not a directory", key=name)
+        raise UserError(f"'{value}' is not a usable directory path", key=key) from None
+    return path if exists and not is_dir else None
 
 
 def output_directory(value: str, *, option: str) -> str:
@@ -582,12 +588,7 @@ def output_directory(value: str, *, option: str) -> str:
     if not value or not value.strip():
         raise UserError("expected a directory, got an empty value", key=option)
     _too_long(value, option)
-    try:
-        path = Path(value).expanduser()
-        exists, is_dir = path.exists(), path.is_dir()
-    except (OSError, ValueError):
-        raise UserError(f"'{value}' is not a usable directory path", key=option) from None
-    if exists and not is_dir:
+    if _not_a_file(value, key=option) is not None:
         raise UserError(f"{value} exists and is not a directory", key=option)
     return value
 

@@ -36,10 +36,11 @@ import argparse
 import heapq
 import json
 import math
-import shutil
 import sys
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from modeldir import build_beside  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = REPO / ".models" / "qwen3.5-35b-a3b-shape"
@@ -568,17 +569,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"(generator version {GENERATOR_VERSION}); --force rebuilds it")
             return 0
 
-    start = time.monotonic()
-    # Build beside the target and swap it in, so an interrupted run never leaves a half model.
-    tmp = directory.with_name(directory.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    summary = build(tmp)
-    (tmp / MARKER).write_text(json.dumps(want(summary), indent=2, ensure_ascii=False) + "\n")
-    shutil.rmtree(directory, ignore_errors=True)
-    tmp.rename(directory)
-    size = sum(f.stat().st_size for f in directory.iterdir()) / 1e6
-    print(f"make-shape-model: wrote {directory} ({size:.1f} MB) in {time.monotonic() - start:.1f} s")
+    build_beside(directory, lambda tmp: want(build(tmp)), MARKER, "make-shape-model")
     return 0
 
 

@@ -17,15 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script from a clone, before or without `pip install -e .`
+sys.path.insert(0, str(REPO / "scripts"))
 
 from farm.tokenizer import VOCAB_SIZE, _corpus, build_tiny_tokenizer  # noqa: E402
+from modeldir import build_beside  # noqa: E402
 
 DEFAULT_DIR = REPO / ".models" / "tiny-qwen3-moe"
 MARKER = "farm-model.json"
@@ -107,17 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make-tiny-model: {directory} already holds the model (seed {args.seed}); --force rebuilds it")
         return 0
 
-    start = time.monotonic()
-    # Build beside the target and swap it in, so an interrupted run never leaves a half model.
-    tmp = directory.with_name(directory.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    build(tmp, args.seed)
-    (tmp / MARKER).write_text(json.dumps(want, indent=2) + "\n")
-    shutil.rmtree(directory, ignore_errors=True)
-    tmp.rename(directory)
-    size = sum(f.stat().st_size for f in directory.iterdir()) / 1e6
-    print(f"make-tiny-model: wrote {directory} ({size:.1f} MB) in {time.monotonic() - start:.1f} s")
+    def make(tmp: Path) -> dict:
+        build(tmp, args.seed)
+        return want
+
+    build_beside(directory, make, MARKER, "make-tiny-model")
     return 0
 
 
