@@ -21,6 +21,11 @@ if [ ! -f sweep-id ]; then
     if [[ ! -f sweep-id && $line =~ ^sweep\ ([0-9a-f]{32}) ]]; then echo "${BASH_REMATCH[1]}" > sweep-id; fi
   done
 fi
+# FARM_H200_NEXT="step3_performance_mode ..." runs those pending trials of the sweep first.
+if [ -n "${FARM_H200_NEXT:-}" ]; then
+  next=(); for t in $FARM_H200_NEXT; do next+=(--trial "$t"); done
+  farm sweep "${common[@]}" --resume "$(cat sweep-id)" "${next[@]}"
+fi
 farm sweep "${common[@]}" --resume "$(cat sweep-id)"
 farm report "$(cat sweep-id)" --tracking-uri "sqlite:///$B/store/mlflow.db" --format markdown --out "$B/store/report" > "$B/store/report.md"
 echo "sweep job done"
