@@ -26,9 +26,9 @@ from pathlib import PurePosixPath
 from typing import Any, ClassVar, Mapping
 
 from farm.engines.base import Engine, FailurePattern, render_flag
-from farm.knobs import KnobError, Renderer, gpus_of
-from farm.spec import EngineSpec
-from farm.trial import Trial
+from farm.study.knobs import KnobError, Renderer, gpus_of
+from farm.study.spec import EngineSpec
+from farm.study.trial import Trial
 
 
 def _int_flag(flags: dict[str, Any], *names: str, default: int = 1) -> int:
@@ -75,7 +75,7 @@ def _int_list(text: str) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------
-# Knobs -> vLLM flags (see farm/knobs.py for what each knob means)
+# Knobs -> vLLM flags (see farm/study/knobs.py for what each knob means)
 
 # Online quantization of an unquantized checkpoint (a pre-quantized checkpoint needs no flag:
 # vLLM reads its quantization_config).

@@ -1,0 +1,1 @@
+"""The report of a sweep: built from records, checked, rendered as text/markdown/json, plotted."""
