@@ -13,7 +13,7 @@ from farm.engines import get_engine
 from farm.errors import UserError
 from farm.study.grid import expand
 from farm.analysis.records import Provenance, results_from_data, results_to_data
-from farm.report.build import render, report_for
+from farm.report import render, report_for
 from farm.study.spec import Study
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from farm.analysis.records import results_from_data
-from farm.report.build import EVIDENCE_CODES, build_report, render, report_for, report_json, write_plots
+from farm.report import EVIDENCE_CODES, build_report, render, report_for, report_json, write_plots
 from farm.analysis.select import SelectionSettings, select
 from farm.study.spec import SLOSpec, load_study
 from conftest import SEED_FILE

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from farm.analysis.records import results_from_data
-from farm.report.build import WARNING_CODES, build_report, render, report_for, report_json, write_plots
+from farm.report import WARNING_CODES, build_report, render, report_for, report_json, write_plots
 from farm.analysis.select import settings_for
 from conftest import SEED_FILE
 

@@ -25,7 +25,7 @@ from farm.cli import options as opt
 def analyze(results_path: str, config: str | None, strategy: str, baseline: str | None, fmt: str, plots: str | None) -> None:
     """Recommend a serve command from recorded benchmark results and report why."""
     from farm.inputs import read_results_file
-    from farm.report.build import render, report_for, write_plots
+    from farm.report import render, report_for, write_plots
     from farm.study.spec import load_study
 
     # A UserError from here on is one line and exit 2 (the `farm` group, or OneLineErrors standalone).

@@ -21,7 +21,7 @@ def report(sweep_id: str, tracking_uri: str | None, strategy: str, fmt: str, out
     """Selection and report of a stored sweep; no engine runs."""
     from farm.store import tracking
     from farm.run.preflight import check_store_to_read
-    from farm.report.build import render
+    from farm.report import render
     from farm.run.sweep_report import build
 
     uri = tracking_uri or tracking.default_tracking_uri()

@@ -23,7 +23,7 @@ import re
 from typing import Any, ClassVar, Mapping
 
 from farm.engines.base import Engine, FailurePattern
-from farm.engines.vllm import _as_int, _first, _int_flag, _int_list, per_rank_sum
+from farm.engines._logs import _as_int, _first, _int_flag, _int_list, per_rank_sum
 from farm.study.knobs import KnobError, Renderer, gpus_of
 from farm.study.spec import EngineSpec
 

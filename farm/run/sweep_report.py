@@ -15,7 +15,7 @@ from rich.console import Console
 from farm.store import tracking
 from farm.errors import UserError
 from farm.analysis.records import records_from_trials, write_results_file
-from farm.report.build import Report, render, report_for, verdict_line, write_plots
+from farm.report import Report, render, report_for, verdict_line, write_plots
 from farm.analysis.results import TrialResult
 from farm.study.spec import Study
 
