@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup engines demo vllm-cpu test test-fast clean
+.PHONY: setup engines demo vllm-cpu lint test test-fast clean
 
 setup: $(VENV)/.installed
 
@@ -28,10 +28,15 @@ demo: setup
 vllm-cpu: engines
 	$(VENV)/bin/farm sweep --config configs/tiny-vllm-cpu.yaml --grid ci
 
-test: setup engines
+# The layer contracts ([tool.importlinter] in pyproject.toml) and ruff's small rule set; ARCHITECTURE.md.
+lint: setup
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check farm actors tests scripts bench
+
+test: setup engines lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-test-fast: setup
+test-fast: setup lint
 	$(PY) -m pytest -m "not slow and not vllm_cpu" $(PYTEST_ARGS)
 
 clean:

@@ -21,19 +21,19 @@ import httpx
 import ray
 from pydantic import BaseModel, ConfigDict, Field
 
-from farm import bench_client
-from farm.datasets import DatasetMissing, prepare_sharegpt
+from actors import bench_client
+from actors.datasets import DatasetMissing, prepare_sharegpt
 from farm.engines import get_engine
 from farm.engines.base import redact_args
-from farm.proc import (EngineEnvError, EngineExited, EngineProcess, ReadyTimeout, clean_env, expand_env, free_port,
+from actors.proc import (EngineEnvError, EngineExited, EngineProcess, ReadyTimeout, clean_env, expand_env, free_port,
                        tail)
-from farm.results import (TRANSIENT, ProfileRun, ReportError, Status, TrialResult, WarmupRun, parse_report,
+from farm.analysis.results import (TRANSIENT, ProfileRun, ReportError, Status, TrialResult, WarmupRun, parse_report,
                           slim_report, stopped_by_time_limit)
 from farm.secrets import redact_flags, scrub, secret_values
-from farm.spec import EngineSpec, ProfileSpec
-from farm.tokenizer import cache_dir, resolve_tokenizer
-from farm.warmup import warm
-from farm.trial import Trial
+from farm.study.spec import EngineSpec, ProfileSpec
+from actors.tokenizer import cache_dir, resolve_tokenizer
+from actors.warmup import warm
+from farm.study.trial import Trial
 
 LOG_TAIL_LINES = 60
 
@@ -450,7 +450,7 @@ class BenchActor:
         """Log this actor's result as a child run of the sweep, with its artifacts."""
         if not (self.job.tracking_uri and self.job.parent_run_id):
             return
-        from farm import tracking
+        from farm.store import tracking
 
         for delay in (1, 3, 9, None):  # a shared MLflow server may blink; the trial took minutes
             try:

@@ -37,7 +37,7 @@ os.environ.setdefault("GUIDELLM__MAX_WORKER_PROCESSES", "2")
 
 
 def build_study(args):
-    from farm.spec import DataSpec, EngineSpec, GridBlock, GridSpec, ModelSpec, ProfileSpec, Study
+    from farm.study.spec import DataSpec, EngineSpec, GridBlock, GridSpec, ModelSpec, ProfileSpec, Study
 
     profile = ProfileSpec(data=DataSpec(kind="synthetic", prompt_tokens=32, output_tokens=args.output_tokens),
                           requests=args.requests, rate=1000, max_concurrency=args.concurrency, seed=42,
@@ -56,9 +56,9 @@ def jitter_flags(args) -> dict:
 def one_comparison(i: int, study, args, workdir: Path) -> dict:
     """Two trials of the same configuration, side by side; farm's verdict on them."""
     from actors.bench import TrialJob, TrialRunner
-    from farm.records import records_from_trials
-    from farm.select import select, settings_for
-    from farm.trial import Trial
+    from farm.analysis.records import records_from_trials
+    from farm.analysis.select import select, settings_for
+    from farm.study.trial import Trial
 
     class Runner(TrialRunner):
         def _version(self):  # `guidellm --version` costs seconds per trial and says nothing about noise

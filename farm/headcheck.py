@@ -1,5 +1,5 @@
 """Can the head's `python` run farm? Run on the head, in the job's working directory, by
-`farm sweep --address http://...` before it submits the sweep (farm/jobs.py).
+`farm sweep --address http://...` before it submits the sweep (farm/run/jobs.py).
 
 The sweep's entrypoint is `python -m farm.cli ...` in the uploaded project, so farm's own code
 is always this checkout's; what the head's `python` must bring is farm's dependencies in the

@@ -359,7 +359,7 @@ def read_json_file(path: str | Path, *, what: str, max_bytes: int = RESULTS_MAX_
 
 def read_results_file(path: str | Path):
     """A results file (seed-results.json format, or one a sweep wrote) -> `Results`."""
-    from farm.records import results_from_data
+    from farm.analysis.records import results_from_data
 
     data = read_json_file(path, what="results file")
     return results_from_data(data, str(path))

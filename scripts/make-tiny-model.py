@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script from a clone, before or without `pip install -e .`
 sys.path.insert(0, str(REPO / "scripts"))
 
-from farm.tokenizer import VOCAB_SIZE, _corpus, build_tiny_tokenizer  # noqa: E402
+from actors.tokenizer import VOCAB_SIZE, _corpus, build_tiny_tokenizer  # noqa: E402
 from modeldir import build_beside  # noqa: E402
 
 DEFAULT_DIR = REPO / ".models" / "tiny-qwen3-moe"

@@ -9,9 +9,9 @@ from pathlib import Path
 import httpx
 
 from farm.engines.base import Engine
-from farm.proc import EngineProcess, clean_env
-from farm.spec import EngineSpec
-from farm.trial import Trial
+from actors.proc import EngineProcess, clean_env
+from farm.study.spec import EngineSpec
+from farm.study.trial import Trial
 
 
 def serve_once(engine: Engine, spec: EngineSpec, trial: Trial, log: Path, port: int) -> str:

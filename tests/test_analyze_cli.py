@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from farm.commands.analyze import analyze
+from farm.cli.analyze import analyze
 from conftest import SEED_FILE
 
 

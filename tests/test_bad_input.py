@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from farm.cli import cli
+from farm.cli.main import cli
 
 VALID = """\
 name: broken
@@ -145,9 +145,9 @@ def test_broken_input_is_one_line_and_exit_2(tmp_path, monkeypatch, edit, args, 
 
 def _store_with_a_sweep(tmp: Path, study_text: str, grid: str) -> tuple[str, str]:
     """A real SQLite store holding one sweep (its parent run only), as `farm sweep` starts one."""
-    from farm import tracking
-    from farm.grid import expand
-    from farm.spec import load_study
+    from farm.store import tracking
+    from farm.study.grid import expand
+    from farm.study.spec import load_study
 
     other = tmp / "other.yaml"
     other.write_text(study_text)
@@ -455,7 +455,7 @@ def test_environment_variables_farm_reads_are_checked_like_options(tmp_path, mon
     _write(tmp_path, "s.yaml", VALID)
     _write(tmp_path, "cache", "a file, not a directory")
     if "sqlite:///mlflow.db" in args:  # a store that exists, so that status reaches the address
-        from farm import tracking
+        from farm.store import tracking
 
         tracking.client(f"sqlite:///{tmp_path / 'mlflow.db'}").search_experiments()
     monkeypatch.setenv(name, value.replace("{tmp}", str(tmp_path)))

@@ -65,7 +65,7 @@ class Observer(threading.Thread):
             except Exception as exc:  # the State API may be briefly busy; keep the last error
                 self.errors.append(f"state: {exc}")
             if self.sweep_id:
-                from farm.sweep_status import sweep_status
+                from farm.run.sweep_status import sweep_status
 
                 try:
                     self.statuses.append(sweep_status(self.uri, self.sweep_id, address=self.dashboard).counts())
@@ -86,9 +86,9 @@ def cluster_sweep(tmp_path_factory):
     import ray
     from ray.cluster_utils import Cluster
 
-    from farm import driver
-    from farm.grid import expand
-    from farm.spec import load_study
+    from farm.run import driver
+    from farm.study.grid import expand
+    from farm.study.spec import load_study
 
     tmp = tmp_path_factory.mktemp("cluster")
     data = yaml.safe_load((FIXTURES / "studies" / "cluster.yaml").read_text())
@@ -188,7 +188,7 @@ def test_each_engine_saw_exactly_its_gpus(cluster_sweep):
 
 
 def test_actor_names_are_readable_in_the_state_api(cluster_sweep):
-    from farm.driver import actor_name
+    from farm.run.driver import actor_name
 
     outcome, observer = cluster_sweep["outcome"], cluster_sweep["observer"]
     expected = {actor_name(outcome.sweep_id, t, 1) for t in cluster_sweep["trials"]}
@@ -203,7 +203,7 @@ def test_actor_names_are_readable_in_the_state_api(cluster_sweep):
 
 
 def test_farm_metrics_on_rays_prometheus_endpoint(cluster_sweep):
-    from farm.metrics import parse_prometheus
+    from farm.run.metrics import parse_prometheus
 
     sweep = cluster_sweep["outcome"].sweep_id
     observer = cluster_sweep["observer"]
@@ -230,7 +230,7 @@ def test_the_grafana_dashboard_asks_for_series_ray_exports(cluster_sweep):
     import json
     import re
 
-    from farm.metrics import PREFIX, TAGS, parse_prometheus
+    from farm.run.metrics import PREFIX, TAGS, parse_prometheus
 
     dashboard = json.loads((REPO / "configs" / "grafana" / "farm-sweep.json").read_text())
     exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
@@ -254,7 +254,7 @@ def test_the_grafana_dashboard_asks_for_series_ray_exports(cluster_sweep):
 
 
 def test_farm_status_saw_trials_running_then_all_done(cluster_sweep):
-    from farm.sweep_status import sweep_status
+    from farm.run.sweep_status import sweep_status
 
     observer = cluster_sweep["observer"]
     assert any(c["running"] >= 1 for c in observer.statuses), (observer.statuses[-3:], observer.errors[-3:])

@@ -11,10 +11,10 @@ import pytest
 
 from farm.engines import get_engine
 from farm.errors import UserError
-from farm.grid import expand
-from farm.records import Provenance, results_from_data, results_to_data
+from farm.study.grid import expand
+from farm.analysis.records import Provenance, results_from_data, results_to_data
 from farm.report import render, report_for
-from farm.spec import Study
+from farm.study.spec import Study
 
 
 def _study(weights: str = "dummy", engines=("vllm", "sglang")) -> Study:

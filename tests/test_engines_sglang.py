@@ -13,8 +13,8 @@ import pytest
 
 from farm.engines import get_engine
 from gpu_launch import serve_once
-from farm.spec import EngineSpec
-from farm.trial import Trial
+from farm.study.spec import EngineSpec
+from farm.study.trial import Trial
 
 LOGS = Path(__file__).resolve().parent / "fixtures" / "engine-logs"
 ENGINE = get_engine("sglang")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from farm.records import results_from_data
+from farm.analysis.records import results_from_data
 from farm.report import EVIDENCE_CODES, build_report, render, report_for, report_json, write_plots
-from farm.select import SelectionSettings, select
-from farm.spec import SLOSpec, load_study
+from farm.analysis.select import SelectionSettings, select
+from farm.study.spec import SLOSpec, load_study
 from conftest import SEED_FILE
 
 REQUIRED = ["--ttft-ms=10"]
@@ -269,9 +269,9 @@ def test_seed_replay_still_reaches_the_seeds_command_and_says_single_runs_cannot
 
 
 def test_goodput_slos_go_to_guidellm_and_come_back_in_the_metrics():
-    from farm.bench_client import scenario_spec
-    from farm.results import parse_report
-    from farm.spec import DataSpec, ProfileSpec
+    from actors.bench_client import scenario_spec
+    from farm.analysis.results import parse_report
+    from farm.study.spec import DataSpec, ProfileSpec
 
     slo = SLOSpec(ttft_p95_ms_max=300, tpot_mean_ms_max=20, goodput=True)
     profile = ProfileSpec(data=DataSpec(kind="synthetic", prompt_tokens=8, output_tokens=8), requests=4, slo=slo)

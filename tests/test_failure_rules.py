@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import FIXTURES
-from farm.results import FINISHED, TRANSIENT, Status, stopped_by_time_limit
+from farm.analysis.results import FINISHED, TRANSIENT, Status, stopped_by_time_limit
 
 
 def test_only_what_a_second_attempt_can_fix_is_transient():
@@ -33,7 +33,7 @@ def test_a_run_ended_by_its_time_limit_is_told_from_guidellm_s_report():
 
 def test_the_study_snapshot_masks_secret_env_and_flags():
     from farm.secrets import SECRET_MASK, redact_study
-    from farm.spec import Study
+    from farm.study.spec import Study
 
     study = Study.model_validate({
         "name": "s", "primary_profile": "p",
@@ -61,7 +61,7 @@ def test_the_study_snapshot_masks_secret_env_and_flags():
     ("farm sweep --resume=old --grid 'a b'", "farm sweep --grid 'a b' --resume abc"),
 ])
 def test_the_resume_command_replaces_an_earlier_resume(command, expected):
-    from farm.sweep_view import resume_command
+    from farm.run.sweep_view import resume_command
 
     assert resume_command(command, "abc") == expected
 
@@ -73,7 +73,7 @@ def test_the_resume_command_replaces_an_earlier_resume(command, expected):
     ("sqlite:///:memory:", None),
 ])
 def test_sqlite_store_paths(uri, path):
-    from farm.preflight import sqlite_path
+    from farm.run.preflight import sqlite_path
 
     got = sqlite_path(uri)
     assert (str(got) if got else None) == path

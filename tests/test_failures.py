@@ -48,8 +48,8 @@ EXPECTED = {"healthy": "ok", "bad_flag": "invalid_flags", "failing": "low_succes
 
 @pytest.fixture(scope="module")
 def failures(tmp_path_factory):
-    from farm.grid import expand
-    from farm.spec import load_study
+    from farm.study.grid import expand
+    from farm.study.spec import load_study
 
     tmp = tmp_path_factory.mktemp("failures")
     study_file = write_study(

@@ -34,7 +34,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from farm.cli import cli
+from farm.cli.main import cli
 
 REPO = Path(__file__).resolve().parent.parent
 SMOKE_TEXT = (REPO / "configs" / "smoke.yaml").read_text()

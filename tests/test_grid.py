@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from farm.errors import SpecError
-from farm.grid import expand
-from farm.spec import Study, load_study
+from farm.study.grid import expand
+from farm.study.spec import Study, load_study
 
 
 def _study(**grid) -> Study:

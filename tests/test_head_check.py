@@ -67,7 +67,7 @@ def test_the_check_passes_where_the_heads_python_has_farms_dependencies(bare_hea
     """The same head and the same check, with farm's environment first on the job's PATH."""
     from ray.job_submission import JobSubmissionClient
 
-    from farm.jobs import check_head, stage
+    from farm.run.jobs import check_head, stage
 
     root = stage(None, tmp_path)
     client = JobSubmissionClient(bare_head["address"])
@@ -79,7 +79,7 @@ def test_a_head_without_any_python_on_its_path_is_named(bare_head, tmp_path):
     from ray.job_submission import JobSubmissionClient
 
     from farm.errors import UserError
-    from farm.jobs import check_head, stage
+    from farm.run.jobs import check_head, stage
 
     root = stage(None, tmp_path)
     empty = tmp_path / "empty-bin"

@@ -9,10 +9,10 @@ import pytest
 
 from farm.engines import get_engine
 from farm.errors import SpecError
-from farm.grid import SEED_PROFILE_SECONDS, expand, grid_cost, grid_costs, resolve_quantization
-from farm.knobs import KNOBS, KnobError, parse_knob, render_with
-from farm.spec import Study, load_study
-from farm.trial import trial_id
+from farm.study.grid import SEED_PROFILE_SECONDS, expand, grid_cost, grid_costs, resolve_quantization
+from farm.study.knobs import KNOBS, KnobError, parse_knob, render_with
+from farm.study.spec import Study, load_study
+from farm.study.trial import trial_id
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SHARED_SEED = Path("/work/shared/reference/seed-results.json")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-PURE = ["farm.spec", "farm.grid", "farm.trial", "farm.results", "farm.engines", "farm.engines.vllm",
-        "farm.engines.sglang", "farm.engines.mock", "farm.secrets", "farm.bench_client", "farm.datasets", "farm.inputs"]
+PURE = ["farm.study.spec", "farm.study.grid", "farm.study.trial", "farm.analysis.results", "farm.engines", "farm.engines.vllm",
+        "farm.engines.sglang", "farm.engines.mock", "farm.secrets", "actors.bench_client", "actors.datasets", "farm.inputs"]
 
 
 def test_pure_modules_import_neither_ray_nor_mlflow():

@@ -41,9 +41,9 @@ def lost(tmp_path_factory):
     import ray
     from ray.cluster_utils import Cluster
 
-    from farm import driver
-    from farm.grid import expand
-    from farm.spec import load_study
+    from farm.run import driver
+    from farm.study.grid import expand
+    from farm.study.spec import load_study
     from raynodes import LOOPBACK_ENV, set_env
 
     tmp = tmp_path_factory.mktemp("lost")

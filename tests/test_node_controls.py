@@ -42,9 +42,9 @@ def node_sweep(tmp_path_factory):
     import ray
     from ray.cluster_utils import Cluster
 
-    from farm import driver
-    from farm.grid import expand
-    from farm.spec import load_study
+    from farm.run import driver
+    from farm.study.grid import expand
+    from farm.study.spec import load_study
 
     tmp = tmp_path_factory.mktemp("nodes")
     (tmp / "study.yaml").write_text(STUDY)
@@ -68,7 +68,7 @@ def node_sweep(tmp_path_factory):
 
 
 def test_the_baseline_ran_once_more_on_each_worker_node_it_was_pinned_to(node_sweep):
-    from farm.plan import control_of
+    from farm.analysis.plan import control_of
 
     outcome, trials = node_sweep["outcome"], node_sweep["trials"]
     baseline = next(t for t in trials if not t.flags)
@@ -81,7 +81,7 @@ def test_the_baseline_ran_once_more_on_each_worker_node_it_was_pinned_to(node_sw
 
 
 def test_the_report_compares_the_baseline_across_nodes_and_never_ranks_a_control(node_sweep):
-    from farm.sweep_report import build
+    from farm.run.sweep_report import build
 
     outcome = node_sweep["outcome"]
     report, why, _ = build(node_sweep["study"], "nodes", outcome.results, outcome.sweep_id, Path(node_sweep["tmp"] / "out"))

@@ -7,8 +7,8 @@ import pytest
 
 from farm.engines import get_engine
 from farm.errors import UserError
-from farm.spec import EngineSpec
-from farm.trial import Trial
+from farm.study.spec import EngineSpec
+from farm.study.trial import Trial
 
 
 def _trial(gpus: int, engine: str = "mock", **flags) -> Trial:
@@ -38,7 +38,7 @@ def _nodes(*specs):
 
 
 def test_capacity_counts_only_nodes_of_the_accelerator_type(monkeypatch):
-    from farm import driver
+    from farm.run import driver
 
     monkeypatch.setattr(driver.ray, "nodes", lambda: _nodes(
         {"CPU": 8}, {"CPU": 8, "GPU": 8, "accelerator_type:A100": 1}, {"CPU": 8, "GPU": 2, "accelerator_type:H200": 1}))
@@ -53,7 +53,7 @@ def test_capacity_counts_only_nodes_of_the_accelerator_type(monkeypatch):
 
 
 def test_study_accelerator_type_is_every_engines_default(tmp_path):
-    from farm.spec import load_study
+    from farm.study.spec import load_study
 
     study = load_study()
     assert study.accelerator_type == "H200"
@@ -61,7 +61,7 @@ def test_study_accelerator_type_is_every_engines_default(tmp_path):
 
 
 def test_jobs_address_and_entrypoint():
-    from farm.jobs import JOB_STUDY, SweepArgs, is_jobs_address
+    from farm.run.jobs import JOB_STUDY, SweepArgs, is_jobs_address
 
     assert is_jobs_address("http://head:8265") and is_jobs_address("https://head")
     assert not any(is_jobs_address(a) for a in (None, "auto", "head:6379", "ray://head:10001"))
@@ -73,8 +73,8 @@ def test_jobs_address_and_entrypoint():
 def test_the_jobs_entrypoint_carries_auto_repeats_and_the_run_budget_that_farm_sweep_accepts():
     import shlex
 
-    from farm.cli import sweep
-    from farm.jobs import SweepArgs
+    from farm.cli.main import sweep
+    from farm.run.jobs import SweepArgs
 
     argv = shlex.split(SweepArgs(grid="full", tracking_uri="http://head:5000", repeats="auto",
                                  run_budget=120).entrypoint())
@@ -86,17 +86,17 @@ def test_the_jobs_entrypoint_carries_auto_repeats_and_the_run_budget_that_farm_s
 def test_the_staged_project_carries_code_and_study_but_no_environments(tmp_path):
     import yaml
 
-    from farm.jobs import JOB_STUDY, stage
+    from farm.run.jobs import JOB_STUDY, stage
 
     root = stage({"name": "s", "grids": {}}, tmp_path)
-    assert (root / "farm" / "cli.py").is_file() and (root / "actors" / "bench.py").is_file()
+    assert (root / "farm" / "cli" / "main.py").is_file() and (root / "actors" / "bench.py").is_file()
     assert yaml.safe_load((root / JOB_STUDY).read_text()) == {"name": "s", "grids": {}}
     names = {p.name for p in root.rglob("*")}
     assert not names & {".venv", ".engines", ".models", "mlflow.db", "farm-runs", ".git", "__pycache__"}
 
 
 def test_prometheus_text_parsing():
-    from farm.metrics import parse_prometheus
+    from farm.run.metrics import parse_prometheus
 
     text = ('# TYPE ray_farm_trials gauge\n'
             'ray_farm_trials{Component="core_worker",state="done",sweep="ab"} 8.0\n'
@@ -105,7 +105,7 @@ def test_prometheus_text_parsing():
 
 
 def test_a_study_from_outside_the_project_travels_merged(tmp_path):
-    from farm.jobs import JOB_STUDY, PROJECT, _shipped
+    from farm.run.jobs import JOB_STUDY, PROJECT, _shipped
 
     assert _shipped(PROJECT / "configs" / "smoke.yaml")
     assert not _shipped(tmp_path / "study.yaml")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from farm import plan
-from farm.grid import expand
-from farm.results import ProfileRun, RunMetrics, Status, TrialResult
-from farm.spec import load_study
-from farm.trial import Trial
+from farm.analysis import plan
+from farm.study.grid import expand
+from farm.analysis.results import ProfileRun, RunMetrics, Status, TrialResult
+from farm.study.spec import load_study
+from farm.study.trial import Trial
 
 
 def test_repeats_parse_and_alpha():

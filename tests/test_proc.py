@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from farm.proc import EngineExited, EngineProcess, ReadyTimeout, clean_env, free_port
+from actors.proc import EngineExited, EngineProcess, ReadyTimeout, clean_env, free_port
 
 
 def _alive(pid: int) -> bool:
@@ -88,7 +88,7 @@ def test_watchdog_kills_engine_when_owner_dies(tmp_path):
 import os, sys, time
 sys.path[:0] = {sys.path!r}
 from pathlib import Path
-from farm.proc import EngineProcess
+from actors.proc import EngineProcess
 eng = EngineProcess([sys.executable, '-c', 'import time; time.sleep(3600)'], dict(os.environ), Path({str(tmp_path / 'e.log')!r}))
 eng.start()
 Path({str(pid_file)!r}).write_text(str(eng.pid))
@@ -120,7 +120,7 @@ def test_an_engine_given_secrets_never_writes_them_to_disk_even_if_its_owner_is_
 import os, sys, time
 sys.path[:0] = {sys.path!r}
 from pathlib import Path
-from farm.proc import EngineProcess
+from actors.proc import EngineProcess
 eng = EngineProcess([sys.executable, '-c', {ECHO_SECRET!r}], {{**os.environ, 'HF_TOKEN': {secret!r}}},
                     Path({str(log)!r}), secrets=[{secret!r}])
 eng.start()

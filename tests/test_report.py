@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from farm.records import results_from_data
+from farm.analysis.records import results_from_data
 from farm.report import WARNING_CODES, build_report, render, report_for, report_json, write_plots
-from farm.select import settings_for
+from farm.analysis.select import settings_for
 from conftest import SEED_FILE
 
 
@@ -119,7 +119,7 @@ def test_guidellm_mean_is_checked_against_totals_in_farm_results():
                          "duration_s": 10.0, "total_input_tokens": 500.0 * i, "total_output_tokens": 500.0 * i}}
             for i in (1, 2)]
     results = results_from_data({"profiles": {"chat": {"total_requests": 10}}, "runs": runs}, "farm.json")
-    from farm.select import SelectionSettings
+    from farm.analysis.select import SelectionSettings
 
     report = build_report(results, SelectionSettings(primary_profile="chat"))
     msgs = [w.message for w in warnings_of(report, "rate_mismatch")]
@@ -182,7 +182,7 @@ def test_plots_are_written_as_png(seed_report, tmp_path):
 
 
 def test_the_pure_layer_imports_neither_ray_nor_mlflow():
-    code = ("import sys\nimport farm.records, farm.select, farm.report, farm.commands.analyze\n"
+    code = ("import sys\nimport farm.analysis.records, farm.analysis.select, farm.report.build, farm.cli.analyze\n"
             "print(','.join(m for m in ('ray', 'mlflow', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""  # matplotlib too: it loads only when plots are asked for

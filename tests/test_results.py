@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import FIXTURES
-from farm.results import ReportError, parse_report
+from farm.analysis.results import ReportError, parse_report
 
 REPORT = FIXTURES / "guidellm-0.8.1-mock-report.json"
 

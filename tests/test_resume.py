@@ -30,8 +30,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    from farm.grid import expand
-    from farm.spec import load_study
+    from farm.study.grid import expand
+    from farm.study.spec import load_study
 
     tmp = tmp_path_factory.mktemp("resume")
     path = write_study(

@@ -1,6 +1,6 @@
 """No option that silently does nothing.
 
-Every field of the study schema (each pydantic model in farm/spec.py) is read by the code it
+Every field of the study schema (each pydantic model in farm/study/spec.py) is read by the code it
 claims to steer: some module of farm/ or actors/ other than spec.py accesses it as an attribute
 (`.field_name`), or spec.py reads it in an accessor that is itself used elsewhere (listed in
 READ_THROUGH), or it is on the commented ALLOW_LIST. A field added to the schema that nothing
@@ -22,8 +22,8 @@ from pathlib import Path
 import click
 from pydantic import BaseModel
 
-import farm.spec as spec
-from farm.cli import cli
+import farm.study.spec as spec
+from farm.cli.main import cli
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -48,7 +48,7 @@ ALLOW_LIST = {
 
 def _sources() -> dict[Path, str]:
     files = [p for root in ("farm", "actors") for p in (REPO / root).rglob("*.py")]
-    return {p: p.read_text() for p in files if p != REPO / "farm" / "spec.py"}
+    return {p: p.read_text() for p in files if p != REPO / "farm" / "study" / "spec.py"}
 
 
 def _schema_fields() -> list[str]:
@@ -78,13 +78,13 @@ def test_every_study_field_is_read_by_the_code_it_steers():
             continue
         accessor = READ_THROUGH.get(qualified)
         if accessor is not None:
-            assert re.search(r"\." + re.escape(field) + r"\b", (REPO / "farm" / "spec.py").read_text())
+            assert re.search(r"\." + re.escape(field) + r"\b", (REPO / "farm" / "study" / "spec.py").read_text())
             if not _read_outside_spec(accessor, sources):
                 unread.append(f"{qualified} (through {accessor}, which nothing calls)")
             continue
         if not _read_outside_spec(field, sources):
             unread.append(qualified)
-    assert not unread, ("study fields that no code outside farm/spec.py reads (wire them, remove them, or say "
+    assert not unread, ("study fields that no code outside farm/study/spec.py reads (wire them, remove them, or say "
                         f"why in ALLOW_LIST): {unread}")
 
 

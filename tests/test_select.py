@@ -7,11 +7,11 @@ import copy
 import pytest
 
 from farm.errors import UserError
-from farm.grid import expand
+from farm.study.grid import expand
 from farm.inputs import read_results_file
-from farm.records import records_from_trials, results_from_data, write_results_file
-from farm.results import ProfileRun, RunMetrics, Status, TrialResult
-from farm.select import SelectionSettings, select, settings_for
+from farm.analysis.records import records_from_trials, results_from_data, write_results_file
+from farm.analysis.results import ProfileRun, RunMetrics, Status, TrialResult
+from farm.analysis.select import SelectionSettings, select, settings_for
 
 SEED_FLAGS = {"--reasoning-parser=qwen3", "--performance-mode=throughput", "--max-model-len=32768", "--enable-prefix-caching"}
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 from actors.bench import TrialJob, TrialRunner
-from farm.datasets import prepare_sharegpt
-from farm.grid import expand
-from farm.results import Status
-from farm.spec import Study
-from farm.tokenizer import resolve_tokenizer
+from actors.datasets import prepare_sharegpt
+from farm.study.grid import expand
+from farm.analysis.results import Status
+from farm.study.spec import Study
+from actors.tokenizer import resolve_tokenizer
 
 CONVERSATIONS = [
     {"id": str(i), "conversations": [

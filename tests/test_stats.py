@@ -1,4 +1,4 @@
-"""farm.stats on constructed samples with known answers."""
+"""farm.analysis.stats on constructed samples with known answers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 from scipy import stats as st
 
-from farm.stats import (
+from farm.analysis.stats import (
     Diff,
     Summary,
     compare_winner,

@@ -11,11 +11,11 @@ import pytest
 
 from actors.bench import TrialJob, TrialRunner
 from farm.errors import SpecError
-from farm.grid import expand
-from farm.proc import EngineEnvError, expand_env
-from farm.records import records_from_trials
-from farm.results import Status
-from farm.spec import Study
+from farm.study.grid import expand
+from actors.proc import EngineEnvError, expand_env
+from farm.analysis.records import records_from_trials
+from farm.analysis.results import Status
+from farm.study.spec import Study
 
 
 def _study(**block) -> Study:
@@ -98,7 +98,7 @@ def test_expand_env():
 def test_profile_repeats_errors_name_their_key(tmp_path, block, key):
     import yaml
 
-    from farm.spec import load_study
+    from farm.study.spec import load_study
 
     data = _study().model_dump(mode="json", exclude_defaults=True)
     data["grids"]["one"]["blocks"][0].update(block)

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from farm.engines import get_engine
-from farm.spec import EngineSpec
-from farm.warmup import warm
+from farm.study.spec import EngineSpec
+from actors.warmup import warm
 
 MODEL = "Qwen/Qwen3.5-35B-A3B"
 FP8 = "Qwen/Qwen3.5-35B-A3B-FP8"

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, ClassVar, Mapping, Sequence
 
-from farm.knobs import Renderer, render_with
-from farm.spec import EngineSpec
-from farm.trial import Trial
+from farm.study.knobs import Renderer, render_with
+from farm.study.spec import EngineSpec
+from farm.study.trial import Trial
 
 SECRET_MASK = "***"
 
@@ -88,7 +88,7 @@ class Engine:
     uses_gpus: ClassVar[bool] = True
     failure_patterns: ClassVar[list[FailurePattern]] = []
     secret_flag_names: ClassVar[frozenset[str]] = frozenset({"api-key", "hf-token", "token"})
-    # Engine-neutral knob -> this engine's flags (farm/knobs.py); a knob missing here is one
+    # Engine-neutral knob -> this engine's flags (farm/study/knobs.py); a knob missing here is one
     # this engine cannot express.
     knob_renderers: ClassVar[Mapping[str, Renderer]] = {}
     # The flag that tells the engine where model weights are downloaded (EngineSpec.download_dir).

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from farm.engines.base import Engine, FailurePattern, render_flags
-from farm.spec import EngineSpec
-from farm.trial import Trial
+from farm.study.spec import EngineSpec
+from farm.study.trial import Trial
 
 # Installed beside farm's own interpreter: the mock engine is part of farm's environment.
 _GUIDELLM = str(Path(sys.executable).with_name("guidellm"))

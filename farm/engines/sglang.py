@@ -23,12 +23,12 @@ import re
 from typing import Any, ClassVar, Mapping
 
 from farm.engines.base import Engine, FailurePattern
-from farm.engines.vllm import _as_int, _first, _int_flag, _int_list, per_rank_sum
-from farm.knobs import KnobError, Renderer, gpus_of
-from farm.spec import EngineSpec
+from farm.engines._logs import _as_int, _first, _int_flag, _int_list, per_rank_sum
+from farm.study.knobs import KnobError, Renderer, gpus_of
+from farm.study.spec import EngineSpec
 
 # ---------------------------------------------------------------------------------------
-# Knobs -> SGLang flags (see farm/knobs.py for what each knob means)
+# Knobs -> SGLang flags (see farm/study/knobs.py for what each knob means)
 
 ONLINE_QUANTIZATION = ("fp8",)
 KV_DTYPES = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2", "bf16": "bf16"}

@@ -26,56 +26,15 @@ from pathlib import PurePosixPath
 from typing import Any, ClassVar, Mapping
 
 from farm.engines.base import Engine, FailurePattern, render_flag
-from farm.knobs import KnobError, Renderer, gpus_of
-from farm.spec import EngineSpec
-from farm.trial import Trial
+from farm.engines._logs import _as_int, _first, _int_flag, _int_list, _num, per_rank_sum
+from farm.study.knobs import KnobError, Renderer, gpus_of
+from farm.study.spec import EngineSpec
+from farm.study.trial import Trial
 
-
-def _int_flag(flags: dict[str, Any], *names: str, default: int = 1) -> int:
-    for name in names:
-        value = flags.get(name)
-        if value not in (None, False):
-            try:
-                return int(value)
-            except (TypeError, ValueError):
-                raise ValueError(f"--{name} must be a whole number, got {value!r}") from None
-    return default
 
 
 # ---------------------------------------------------------------------------------------
-# Reading numbers out of engine logs (shared with the SGLang adapter)
-
-
-def _num(text: str) -> float:
-    return float(text.replace(",", ""))
-
-
-def _as_int(value: float) -> int | float:
-    return int(value) if float(value).is_integer() else value
-
-
-def per_rank_sum(matches: list[tuple[str, float]]) -> float | None:
-    """Sum of the first value each data-parallel rank reported (`rank` '' = rank 0).
-
-    Tensor-parallel workers of one rank repeat the same line; data-parallel ranks each own a
-    KV cache and a scheduler, so their capacities add up.
-    """
-    first: dict[str, float] = {}
-    for rank, value in matches:
-        first.setdefault(rank or "0", value)
-    return sum(first.values()) if first else None
-
-
-def _first(pattern: str, text: str, flags: int = 0) -> re.Match | None:
-    return re.search(pattern, text, flags)
-
-
-def _int_list(text: str) -> list[int]:
-    return [int(x) for x in re.findall(r"\d+", text)]
-
-
-# ---------------------------------------------------------------------------------------
-# Knobs -> vLLM flags (see farm/knobs.py for what each knob means)
+# Knobs -> vLLM flags (see farm/study/knobs.py for what each knob means)
 
 # Online quantization of an unquantized checkpoint (a pre-quantized checkpoint needs no flag:
 # vLLM reads its quantization_config).

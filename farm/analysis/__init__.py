@@ -1,0 +1,1 @@
+"""Pure analysis: run records, statistics, selection, the pass plan, the reference results."""

@@ -1,0 +1,283 @@
+"""Planning a sweep's runs (pure): repeats, the baseline on every node, and `--repeats auto` passes.
+
+Nothing here starts anything; the driver asks these functions what to run next and runs it.
+Every decision is a function of what was measured (records), so a resumed sweep plans exactly
+what an uninterrupted one would.
+
+Repeats and drift
+-----------------
+A trial runs each profile `repeats` times on one engine, in a seeded shuffled order of
+(profile, repeat) with the prefix cache reset before every run (actors/bench.py). The order
+is seeded by the trial id (and, for a later pass, the pass: the job's `order_seed`), so it is
+reproducible and differs between trials and passes.
+Different trials need different engine processes, so their runs cannot be interleaved on one
+engine; what guards against a node effect (a slower node, a noisy neighbour) is the baseline:
+when the cluster has more than one node able to run trials, the baseline runs once more on each
+of them as a *node control* (`<baseline id>@<node>`), and the report compares the baseline
+across nodes.
+
+`--repeats auto` and optional stopping
+--------------------------------------
+A first pass of `AUTO_FIRST_PASS` repeats, then, pass after pass, `AUTO_STEP` more repeats
+for the trials whose interval still overlaps the leader's on the primary profile (the leader
+included), until the leader's lead is significant, the intervals separate, the run budget is
+spent or `AUTO_MAX_PASSES` looks were taken. Looking at the data after every pass and stopping
+when it looks good inflates the false-winner rate; every look is therefore judged at
+`AUTO_ALPHA` = 0.05 / `AUTO_MAX_PASSES` = 0.01, so that over all looks the chance of declaring a
+false winner stays at most 5 % (Bonferroni over the looks). The report says so.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from farm.analysis.records import Results
+    from farm.analysis.results import TrialResult
+    from farm.analysis.select import SelectionSettings
+    from farm.study.spec import Study
+    from farm.study.trial import Trial
+
+FAMILY_ALPHA = 0.05        # significance level of a sweep with a fixed number of repeats
+AUTO_FIRST_PASS = 3        # repeats of the first pass of `--repeats auto`
+AUTO_STEP = 2              # repeats added to each trial that still overlaps, per pass
+AUTO_MAX_PASSES = 5        # looks at the data, first pass included
+AUTO_ALPHA = FAMILY_ALPHA / AUTO_MAX_PASSES
+AUTO_BUDGET_FACTOR = 3     # default run budget: this many times the first pass
+AUTO_MAX_REPEATS = 30      # no trial gets more repeats than this on any profile
+
+NODE_MARK = "@"            # `<trial id>@<node>`: the same configuration rerun on one node
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------------------------
+# repeats
+
+
+def is_auto(repeats: int | str) -> bool:
+    return repeats == "auto"
+
+
+def first_pass_repeats(repeats: int | str) -> int:
+    """Repeats of the first (or only) pass: the number itself, or `AUTO_FIRST_PASS` for 'auto'."""
+    return AUTO_FIRST_PASS if is_auto(repeats) else int(repeats)
+
+
+def alpha_for(repeats: int | str) -> float:
+    """Significance level of a sweep's verdicts: stricter per look when the sweep stops on its own."""
+    return AUTO_ALPHA if is_auto(repeats) else FAMILY_ALPHA
+
+
+def parse_repeats(text: str | int) -> int | str:
+    """CLI value of `--repeats`: a whole number >= 1 or 'auto'; ValueError otherwise."""
+    if isinstance(text, int) and text >= 1:
+        return text
+    value = str(text).strip().lower()
+    if value == "auto":
+        return "auto"
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    raise ValueError(f"expected a whole number >= 1 or 'auto', got {text!r}")
+
+
+# --------------------------------------------------------------------------------------
+# the baseline on every node
+
+
+class NodeSlot(_Strict):
+    """A cluster node as planning sees it."""
+
+    node_id: str = Field(description="Ray node id.")
+    name: str = Field(description="Short unique name used in trial ids (hostname, or hostname plus id prefix).")
+    gpus: float = Field(default=0, description="GPUs the node declares.")
+    cpus: float = Field(default=0, description="CPUs the node declares.")
+    accelerators: list[str] = Field(default_factory=list, description="GPU models it declares (Ray accelerator_type:X).")
+
+
+def node_control_id(trial_id: str, node: str) -> str:
+    return f"{trial_id}{NODE_MARK}{node}"
+
+
+def control_of(trial_id: str) -> str | None:
+    """The trial a node control repeats, or None for an ordinary trial."""
+    base, sep, _ = trial_id.partition(NODE_MARK)
+    return base if sep else None
+
+
+def node_names(nodes: Sequence[Mapping[str, Any]]) -> list[NodeSlot]:
+    """`ray.nodes()`-style entries (alive ones) -> NodeSlots with short unique names."""
+    alive = [n for n in nodes if n.get("Alive", True)]
+    hosts = [str(n.get("NodeManagerHostname") or n.get("NodeManagerAddress") or "node") for n in alive]
+    out = []
+    for n, host in zip(alive, hosts):
+        node_id = str(n.get("NodeID", host))
+        short = re.sub(r"[^A-Za-z0-9_.-]", "-", host.split(".")[0])[:24] or "node"
+        name = short if hosts.count(host) == 1 else f"{short}-{node_id[:8]}"
+        res = n.get("Resources", {}) or {}
+        out.append(NodeSlot(node_id=node_id, name=name, gpus=float(res.get("GPU", 0)), cpus=float(res.get("CPU", 0)),
+                            accelerators=sorted(k.split(":", 1)[1] for k in res if k.startswith("accelerator_type:"))))
+    return out
+
+
+def baseline_trial(study: "Study", trials: Sequence["Trial"]) -> "Trial | None":
+    """The trial selection will treat as the baseline: the study's `baseline` (name or id), else the
+    engine-default trial (required flags only) of the first engine, on its first model."""
+    if study.baseline:
+        return next((t for t in trials if study.baseline in (t.id, t.name)), None)
+    models = [m.name for m in study.models.values()]
+    for engine in study.engines:
+        plain = [t for t in trials if t.engine == engine and not t.flags]
+        plain.sort(key=lambda t: (models.index(t.model) if t.model in models else len(models), t.index))
+        if plain:
+            return plain[0]
+    return None
+
+
+def able_nodes(trial: "Trial", nodes: Sequence[NodeSlot], cpus_per_trial: float = 1,
+               accelerator_type: str | None = None) -> list[NodeSlot]:
+    """Nodes that can hold this trial: its GPUs on one node, of its GPU model when it names one."""
+    return [n for n in nodes if n.cpus >= cpus_per_trial and n.gpus >= trial.gpus
+            and not (trial.gpus and accelerator_type and accelerator_type not in n.accelerators)]
+
+
+def node_baselines(baseline: "Trial | None", nodes: Sequence[NodeSlot], *, first_index: int,
+                   cpus_per_trial: float = 1, accelerator_type: str | None = None) -> list[tuple["Trial", NodeSlot]]:
+    """One extra run of the baseline pinned to each node able to run it, when there are several.
+
+    Each copy is its own trial (`<id>@<node>`, named `<label>@<node>`) so that it is logged,
+    resumed and reported on its own; selection never ranks it (see `control_of`).
+    """
+    if baseline is None:
+        return []
+    able = able_nodes(baseline, nodes, cpus_per_trial, accelerator_type)
+    if len(able) < 2:
+        return []
+    return [(baseline.model_copy(update={"id": node_control_id(baseline.id, n.name),
+                                         "name": f"{baseline.label}{NODE_MARK}{n.name}",
+                                         "index": first_index + i}), n)
+            for i, n in enumerate(able)]
+
+
+# --------------------------------------------------------------------------------------
+# `--repeats auto`
+
+
+class PassPlan(_Strict):
+    """What the next pass of `--repeats auto` runs, or why there is none."""
+
+    done: bool = Field(description="True: no further pass.")
+    reason: str = Field(description="Why this plan (or why the loop stops).")
+    trials: list[str] = Field(default_factory=list, description="Trial ids to rerun, leader first.")
+    repeats: int = Field(default=0, description="Repeats each of them gets in this pass.")
+    runs: int = Field(default=0, description="Benchmark runs this pass costs.")
+    pass_index: int = Field(default=1, description="Number of the pass this plan is for (2 = the first extra pass).")
+    spent: int = Field(default=0, description="Benchmark runs made before this pass.")
+    budget: int = Field(default=0, description="Benchmark runs the sweep may make in all.")
+
+
+def default_budget(max_runs: int | None, first_pass_runs: int) -> int:
+    return max_runs if max_runs is not None else AUTO_BUDGET_FACTOR * first_pass_runs
+
+
+def next_pass(samples: Mapping[str, Sequence[float]], *, cost_per_repeat: Mapping[str, int], passes_done: int,
+              spent: int, budget: int, baseline: str | None = None, complexity: Mapping[str, int] | None = None,
+              step: int = AUTO_STEP, alpha: float = AUTO_ALPHA, max_passes: int = AUTO_MAX_PASSES,
+              max_repeats: int = AUTO_MAX_REPEATS) -> PassPlan:
+    """The next pass of `--repeats auto` from the eligible candidates' samples on the primary profile.
+
+    Stops when the leader's lead is significant at `alpha` (the verdict farm would report), after
+    `max_passes` looks, or when the budget cannot pay for the leader's next repeats. Otherwise
+    reruns the leader and every trial whose 95 % interval overlaps the leader's (or, when none
+    does, the runner-up), best mean first, as far as the budget goes.
+    """
+    from farm.analysis.stats import compare_winner, needs_more_runs
+
+    base = dict(pass_index=passes_done + 1, spent=spent, budget=budget)
+    finite = {k: [float(v) for v in s if v is not None and math.isfinite(float(v))] for k, s in samples.items()}
+    finite = {k: v for k, v in finite.items() if v}
+    if len(finite) < 2:
+        return PassPlan(done=True, reason=f"{len(finite)} eligible trial(s): nothing to separate", **base)
+    if passes_done >= max_passes:
+        return PassPlan(done=True, reason=f"{passes_done} looks taken, the most a sweep takes ({max_passes})", **base)
+    verdict = compare_winner(finite, baseline=baseline if baseline in finite else None, alpha=alpha,
+                             complexity={k: complexity.get(k, 0) for k in finite} if complexity else None)
+    if verdict.decision == "winner":
+        return PassPlan(done=True, reason=f"separated: {verdict.reason}", **base)
+    # Where to spend the runs: the trials whose 95 % interval overlaps the leader's. When none does
+    # but the lead is still not significant at the stricter alpha, the runner-up is what decides.
+    todo = needs_more_runs(finite, verdict.leader, confidence=1 - FAMILY_ALPHA) or [verdict.leader, verdict.runner_up]
+    leader, rest = todo[0], sorted(todo[1:], key=lambda k: -sum(finite[k]) / len(finite[k]))
+    chosen, runs = [], 0
+    for k in [leader, *rest]:
+        if len(finite[k]) + step > max_repeats:
+            continue
+        cost = step * max(1, int(cost_per_repeat.get(k, 1)))
+        if spent + runs + cost > budget:
+            if k == leader:
+                break
+            continue
+        chosen.append(k)
+        runs += cost
+    if leader not in chosen:
+        why = (f"the leader {leader} has {len(finite[leader])} repeats, the most a trial gets ({max_repeats})"
+               if len(finite[leader]) + step > max_repeats else
+               f"run budget spent: {spent} of {budget} benchmark runs made, the leader's next {step} repeats "
+               f"cost {step * max(1, int(cost_per_repeat.get(leader, 1)))}")
+        return PassPlan(done=True, reason=why, **base)
+    if len(chosen) < 2:
+        return PassPlan(done=True, reason=f"no contender of {leader} fits the budget or the repeat limit", **base)
+    return PassPlan(done=False, trials=chosen, repeats=step, runs=runs,
+                    reason=f"no significant winner yet (alpha {alpha:g}); {len(todo) - 1} trial(s) still close to the "
+                           f"leader {leader}: {step} more repeats for {', '.join(chosen)}", **base)
+
+
+def auto_samples(results: "Results", settings: "SelectionSettings") -> tuple[dict[str, list[float]], dict[str, int], str | None]:
+    """Eligible candidates' samples on the primary profile (node controls left out), their
+    complexity, and the baseline trial id: the inputs of `next_pass`."""
+    from farm.analysis.select import build_table, complexity_of, find_baseline
+
+    table = build_table(results, "total_tps", settings.min_success_rate, settings.slo)
+    cells = [c for c in table.on(settings.primary_profile) if c.eligible and control_of(c.trial) is None]
+    samples = {c.trial: c.values("total_tps") for c in cells}
+    complexity = {c.trial: complexity_of(table.first[c.trial], settings) for c in cells}
+    baseline = find_baseline(table, results, settings)
+    return samples, complexity, baseline
+
+
+# --------------------------------------------------------------------------------------
+# merging a later pass into its trial
+
+
+def next_repeat(result: "TrialResult") -> int:
+    """The first repeat number a later pass of this trial uses (repeats continue, never restart)."""
+    return max((r.repeat for r in result.runs), default=-1) + 1
+
+
+def merge_pass(previous: "TrialResult", new: "TrialResult", pass_index: int) -> "TrialResult":
+    """One trial's result with a later pass's runs appended (pure).
+
+    The new runs continue the repeat numbers and carry their pass and node; a failed run of the
+    later pass stays in the record (selection then counts it against the trial). The trial's
+    status becomes the later pass's when that is worse than ok, so the failure is visible.
+    """
+    from farm.analysis.results import Status
+
+    offset = next_repeat(previous)
+    old = [r if r.node else r.model_copy(update={"node": previous.node}) for r in previous.runs]
+    added = [r.model_copy(update={"repeat": offset + r.repeat, "pass_index": pass_index, "node": r.node or new.node})
+             for r in new.runs]
+    runs = sorted(old + added, key=lambda r: (previous.trial.profiles.index(r.profile)
+                                              if r.profile in previous.trial.profiles else len(previous.trial.profiles),
+                                              r.repeat))
+    update = {"runs": runs, "finished_at": new.finished_at or previous.finished_at}
+    if previous.status == Status.ok and new.status != Status.ok:
+        update.update(status=new.status, reason=f"pass {pass_index}: {new.reason or new.status.value}")
+    return previous.model_copy(update=update)

@@ -1,0 +1,516 @@
+"""Flat records of benchmark runs: the one input of selection and report, whatever their source.
+
+A results file (the seed's `seed-results.json`, or one farm wrote after a sweep) and farm's own
+`TrialResult`s both become a `Results`: the profiles that were run and one `RunRecord` per
+benchmark run. Selection and report never look further back than this, so a report can be
+recomputed at any time from stored results.
+
+Runs of the same engine, model and flag set are one trial, whatever the file calls them: the
+seed reports its baseline as `engine_vllm_default` on ShareGPT and as
+`final_baseline_throughput` on the throughput profile, and both are the same server.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError,
+                      field_validator)
+
+from farm.errors import UserError, key_path
+from farm.analysis.results import Status
+
+if TYPE_CHECKING:  # keep the effects layer and the study out of this module's import graph
+    from farm.analysis.results import TrialResult
+    from farm.study.spec import Study
+
+RESULTS_FORMAT_VERSION = 1
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------------------------
+# flags
+
+
+def canonical_flag(flag: str) -> str:
+    """One flag in the form used to compare flag sets: JSON values with sorted keys, no spaces.
+
+    `--speculative-config={"num_speculative_tokens":4,"method":"mtp"}` and the same config
+    written in another key order start the same server, so they must compare equal.
+    """
+    name, sep, value = flag.strip().lstrip("-").partition("=")
+    if not sep:
+        return f"--{name}"
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, (dict, list)):
+        value = json.dumps(parsed, sort_keys=True, separators=(",", ":"))
+    return f"--{name}={value}"
+
+
+def flag_set(flags: list[str]) -> frozenset[str]:
+    """Flags compare as sets: the order they were written in never matters."""
+    return frozenset(canonical_flag(f) for f in flags)
+
+
+ConfigKey = tuple[str, str, frozenset]
+
+
+def config_key(engine: str, model: str, flags: list[str]) -> ConfigKey:
+    """What defines the server under test: two runs with the same key are the same trial."""
+    return (engine, model, flag_set(flags))
+
+
+# --------------------------------------------------------------------------------------
+# models
+
+
+class ProfileInfo(_Strict):
+    """What one benchmark profile asked for, as far as judging its runs needs to know."""
+
+    total_requests: int = Field(gt=0, description="Requests one run of this profile sends; the denominator of the success rate.")
+    dataset: str | None = Field(default=None, description="Dataset name or kind (ShareGPT file, 'random', 'synthetic').")
+    input_tokens: int | None = Field(default=None, gt=0, description="Prompt length of synthetic/random data.")
+    output_tokens: int | None = Field(
+        default=None, gt=0, description="Fixed output length of synthetic/random data; unset for datasets of natural lengths."
+    )
+    request_rate: float | None = Field(default=None, gt=0, description="Constant request rate (req/s).")
+    max_concurrency: int | None = Field(default=None, gt=0, description="Most requests in flight at once.")
+    seed: int | None = Field(default=None, description="Random seed of the data generator.")
+    description: str | None = Field(default=None, description="Free text.")
+
+    @property
+    def fixed_output_length(self) -> bool:
+        return self.output_tokens is not None
+
+
+class Provenance(_Strict):
+    """Where a number came from: without it a throughput cannot be compared with another one."""
+
+    engine_version: StrictStr | None = Field(default=None, description="Engine version the run measured.")
+    client_version: StrictStr | None = Field(default=None, description="Benchmark client and version (guidellm X).")
+    gpu: StrictStr | None = Field(default=None, description="GPU model the engine ran on, as the driver names it.")
+    gpus: StrictInt | None = Field(default=None, ge=0, description="GPUs the engine held.")
+    weights: Literal["real", "dummy"] | None = Field(
+        default=None, description="real: a checkpoint; dummy: the architecture with random weights.")
+    engine_start_s: StrictFloat | None = Field(default=None, ge=0, description="Seconds from launch to ready.")
+    engine_start_cold: StrictBool | None = Field(
+        default=None, description="Whether the engine compiled from scratch (no compile cache on the node).")
+    started_at: StrictStr | None = Field(default=None, description="When the run started (UTC, ISO 8601).")
+
+
+class RunRecord(_Strict):
+    """One benchmark run: one trial (engine, model, flag set) on one profile, one repeat."""
+
+    id: str = Field(description="Run id, unique within its results.")
+    trial: str = Field(description="Trial id: equal for every run of the same engine, model and flag set.")
+    name: str | None = Field(default=None, description="Human name of the trial (a seed step), if any.")
+    engine: str = Field(description="Engine adapter name.")
+    model: str = Field(description="Model id or path the engine served.")
+    flags: list[str] = Field(description="Every engine flag as a CLI string `--name=value` or `--name`, secrets masked.")
+    profile: str = Field(description="Benchmark profile of this run.")
+    repeat: int = Field(default=0, ge=0, description="Repeat number of this trial on this profile.")
+    status: Status = Field(default=Status.ok, description="Outcome of the run; metrics are only trusted when `ok`.")
+    reason: str | None = Field(default=None, description="Why the run did not succeed, if it did not.")
+    metrics: dict[str, float] = Field(default_factory=dict, description="Metrics named as in seed-results.json.")
+    total_requests: int | None = Field(default=None, description="Requests its profile asked for.")
+    node: str | None = Field(default=None, description="Node the run ran on, if known.")
+    command: str | None = Field(default=None, description="The serve command, when the source recorded one.")
+    provenance: Provenance | None = Field(default=None, description="Versions, GPU, weights and engine start.")
+
+    @property
+    def dummy_weights(self) -> bool:
+        return self.provenance is not None and self.provenance.weights == "dummy"
+
+    @property
+    def label(self) -> str:
+        return self.name or self.trial
+
+    @property
+    def key(self) -> ConfigKey:
+        return config_key(self.engine, self.model, self.flags)
+
+    @property
+    def measured(self) -> bool:
+        """An ok run with a throughput: failed runs never contribute a number."""
+        return self.status == Status.ok and "total_tps" in self.metrics
+
+    def metric(self, name: str) -> float | None:
+        if name == "tps_from_totals":
+            return self.tps_from_totals
+        return self.metrics.get(name)
+
+    @property
+    def success_rate(self) -> float | None:
+        """Successful requests over the requests its profile asked for (not over those that ended).
+
+        farm's own runs carry the rate their parser computed (it also counts requests served after
+        guidellm's measurement window); a results file's runs are computed here."""
+        if self.metrics.get("success_rate") is not None:
+            return self.metrics["success_rate"]
+        ok = self.metrics.get("successful_requests")
+        if ok is not None and self.total_requests:
+            return ok / self.total_requests
+        return self.metrics.get("success_rate")
+
+    @property
+    def tps_from_totals(self) -> float | None:
+        """(input + output tokens of successful requests) / benchmark duration."""
+        m = self.metrics
+        try:
+            duration = m["duration_s"]
+            tokens = m["total_input_tokens"] + m["total_output_tokens"]
+        except KeyError:
+            return None
+        return tokens / duration if duration > 0 else None
+
+    @property
+    def output_tokens_per_request(self) -> float | None:
+        ok, out = self.metrics.get("successful_requests"), self.metrics.get("total_output_tokens")
+        return out / ok if ok and out is not None else None
+
+
+class Results(_Strict):
+    """Every run of one study or sweep, with the profiles they ran."""
+
+    source: str = Field(description="Where the runs came from (a file path or a sweep id), for messages.")
+    profiles: dict[str, ProfileInfo] = Field(description="Profile name -> what it asked for.")
+    records: list[RunRecord] = Field(description="One entry per benchmark run.")
+    primary_profile: str | None = Field(default=None, description="Profile the source says selection ranks on, if any.")
+    study: str | None = Field(default=None, description="Study name, when the runs come from a farm sweep.")
+    grid: str | None = Field(default=None, description="Grid name, when the runs come from a farm sweep.")
+    sweep_id: str | None = Field(default=None, description="Sweep id, when the runs come from a farm sweep.")
+    engine_versions: dict[str, str] = Field(default_factory=dict, description="Engine -> version string.")
+
+    def profiles_with_runs(self) -> list[str]:
+        seen = {r.profile for r in self.records}
+        return [p for p in self.profiles if p in seen]
+
+    def trial_records(self, trial: str) -> list[RunRecord]:
+        return [r for r in self.records if r.trial == trial]
+
+
+# --------------------------------------------------------------------------------------
+# the results file (seed-results.json format)
+
+
+class _FileRun(_Strict):
+    id: StrictStr = Field(min_length=1)
+    engine: StrictStr = Field(min_length=1)
+    model: StrictStr = Field(min_length=1)
+    flags: list[StrictStr]
+    profile: StrictStr
+    # Strict: a number written as a string is a mistake in the file, not something to guess at.
+    metrics: dict[str, StrictFloat | None] = Field(default_factory=dict)
+    trial: StrictStr | None = None
+    name: StrictStr | None = None
+    repeat: StrictInt = Field(default=0, ge=0)
+    status: Status = Status.ok
+    reason: StrictStr | None = None
+    node: StrictStr | None = None
+    command: StrictStr | None = None
+    provenance: Provenance | None = None
+    # Annotations of the seed's file: where the run is in the seed document, and remarks.
+    seed_line: StrictInt | None = None
+    note: StrictStr | None = None
+
+    @field_validator("flags")
+    @classmethod
+    def _cli_flags(cls, flags: list[str]) -> list[str]:
+        for i, flag in enumerate(flags):
+            if not flag.startswith("--") or len(flag) < 3:
+                raise ValueError(f"flags[{i}] {flag!r} is not a CLI flag like --name=value")
+        return flags
+
+
+class _FileResults(BaseModel):
+    # Results files carry free-form documentation at the top (the seed's: hardware, method,
+    # published tables, notes); only the keys below are read, so the others are let through.
+    model_config = ConfigDict(extra="ignore")
+
+    profiles: dict[str, ProfileInfo]
+    runs: list[_FileRun]
+    source: StrictStr | None = None
+    primary_profile: StrictStr | None = None
+    study: StrictStr | None = None
+    grid: StrictStr | None = None
+    sweep_id: StrictStr | None = None
+    engine_versions: dict[str, StrictStr] = Field(default_factory=dict)
+    schema_version: StrictInt | None = None
+
+
+_TYPE_WORDS = {
+    "string_type": "expected a string",
+    "int_type": "expected a whole number",
+    "float_type": "expected a number",
+    "list_type": "expected a list",
+    "dict_type": "expected a mapping",
+    "model_type": "expected a mapping",
+    "missing": "required key missing",
+    "extra_forbidden": "unknown key",
+}
+
+
+def _describe(err: dict) -> tuple[str, str]:
+    # Unions report one error per member with the member type in the location; keep the user's keys.
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+    if err["type"] in ("int_type", "float_type") and len(loc) >= 2 and loc[-2] == "metrics":
+        return key_path(loc), f"expected a number, got {json.dumps(err.get('input'))}"
+    if err["type"] == "enum":
+        return key_path(loc), f"unknown value {json.dumps(err.get('input'))} (known: {err['ctx']['expected']})"
+    reason = _TYPE_WORDS.get(err["type"]) or err["msg"].removeprefix("Value error, ")
+    if err["type"] in ("string_type", "int_type", "float_type", "list_type", "dict_type", "model_type"):
+        reason += f", got {json.dumps(err.get('input'))[:60]}"
+    return key_path(loc), reason
+
+
+def _validate_file(data: Any, shown: str) -> _FileResults:
+    if not isinstance(data, dict):
+        raise UserError("a results file must be a JSON object with `profiles` and `runs`", file=shown)
+    try:
+        return _FileResults.model_validate(data)
+    except ValidationError as exc:
+        key, reason = _describe(exc.errors()[0])
+        raise UserError(reason, file=shown, key=key or None) from None
+
+
+def _check_run(run: _FileRun, i: int, profiles: dict[str, ProfileInfo], shown: str) -> dict[str, float]:
+    where = f"runs[{i}]"
+    if run.profile not in profiles:
+        raise UserError(f"unknown profile '{run.profile}' (the file defines: {', '.join(profiles) or 'none'})",
+                        file=shown, key=f"{where}.profile")
+    metrics = {k: float(v) for k, v in run.metrics.items() if v is not None}
+    for name, value in metrics.items():
+        if not math.isfinite(value) or value < 0:
+            raise UserError(f"expected a finite number >= 0, got {value}", file=shown, key=f"{where}.metrics.{name}")
+    if run.status == Status.ok:
+        # An ok run is judged on these two; without them it can be neither ranked nor gated.
+        for needed in ("successful_requests", "total_tps"):
+            if needed not in metrics:
+                raise UserError("required metric missing (the run's status is ok)", file=shown,
+                                key=f"{where}.metrics.{needed}")
+    return metrics
+
+
+def results_from_data(data: Any, source: str) -> Results:
+    """A parsed results object (seed-results.json format) -> `Results`; `UserError` names the key."""
+    parsed = _validate_file(data, source)
+    profiles = dict(parsed.profiles)
+    first_run_of: dict[ConfigKey, str] = {}
+    seen_ids: dict[str, int] = {}
+    records = []
+    for i, run in enumerate(parsed.runs):
+        if run.id in seen_ids:
+            raise UserError(f"duplicate run id '{run.id}' (first at runs[{seen_ids[run.id]}])", file=source, key=f"runs[{i}].id")
+        seen_ids[run.id] = i
+        metrics = _check_run(run, i, profiles, source)
+        key = config_key(run.engine, run.model, run.flags)
+        # Without an explicit trial id, the first run of a configuration names its trial.
+        first = first_run_of.setdefault(key, run.id)
+        records.append(RunRecord(
+            id=run.id,
+            trial=run.trial or first,
+            name=run.name if run.name is not None else (None if run.trial else first),
+            engine=run.engine,
+            model=run.model,
+            flags=list(run.flags),
+            profile=run.profile,
+            repeat=run.repeat,
+            status=run.status,
+            reason=run.reason,
+            metrics=metrics,
+            total_requests=profiles[run.profile].total_requests,
+            node=run.node,
+            command=run.command,
+            provenance=run.provenance,
+        ))
+    _check_trial_ids(records, source)
+    return Results(
+        source=source,
+        profiles=profiles,
+        records=records,
+        primary_profile=parsed.primary_profile,
+        study=parsed.study,
+        grid=parsed.grid,
+        sweep_id=parsed.sweep_id,
+        engine_versions=dict(parsed.engine_versions),
+    )
+
+
+def _check_trial_ids(records: list[RunRecord], source: str) -> None:
+    """One trial id must mean one server: otherwise its runs would be averaged across configurations."""
+    key_of: dict[str, ConfigKey] = {}
+    for i, rec in enumerate(records):
+        if key_of.setdefault(rec.trial, rec.key) != rec.key:
+            raise UserError(f"trial '{rec.trial}' is used for two different engine/model/flag sets",
+                            file=source, key=f"runs[{i}].trial")
+
+
+def results_to_data(results: Results) -> dict[str, Any]:
+    """`Results` -> the seed-results.json format, with farm's extra keys (trial, repeat, status...)."""
+    runs = []
+    for rec in results.records:
+        run: dict[str, Any] = {
+            "id": rec.id, "trial": rec.trial, "name": rec.name, "engine": rec.engine, "model": rec.model,
+            "flags": list(rec.flags), "profile": rec.profile, "repeat": rec.repeat, "status": rec.status.value,
+            "reason": rec.reason, "node": rec.node, "command": rec.command, "metrics": dict(rec.metrics),
+            "provenance": rec.provenance.model_dump(exclude_none=True) if rec.provenance else None,
+        }
+        runs.append({k: v for k, v in run.items() if v is not None})
+    head = {
+        "schema_version": RESULTS_FORMAT_VERSION,
+        "source": results.source,
+        "study": results.study,
+        "grid": results.grid,
+        "sweep_id": results.sweep_id,
+        "primary_profile": results.primary_profile,
+        "engine_versions": results.engine_versions or None,
+    }
+    profiles = {name: p.model_dump(exclude_none=True) for name, p in results.profiles.items()}
+    return {**{k: v for k, v in head.items() if v is not None}, "profiles": profiles, "runs": runs}
+
+
+def write_results_file(results: Results, path: str | Path) -> Path:
+    """Write `results` so that `farm analyze --results PATH` reads them back unchanged."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results_to_data(results), indent=1) + "\n")
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# farm's own TrialResults -> records
+
+
+def profile_info(study: "Study", name: str) -> ProfileInfo:
+    spec = study.profiles[name]
+    data = spec.data
+    fixed = data.fixed_lengths
+    if data.kind == "sharegpt":
+        dataset = str(data.path)
+    elif fixed:
+        dataset = data.kind
+    else:  # lengths drawn around a mean: not a fixed output length the sanity checks may rely on
+        dataset = f"synthetic, mean {data.prompt_tokens} in / {data.output_tokens} out, spread " + \
+            ", ".join(f"{k}={v}" for k, v in data.spread.items())
+    return ProfileInfo(
+        total_requests=spec.requests,
+        dataset=dataset,
+        input_tokens=data.prompt_tokens if fixed else None,
+        output_tokens=data.output_tokens if fixed else None,
+        request_rate=spec.rate,
+        max_concurrency=spec.max_concurrency,
+        seed=spec.seed,
+        description=spec.description or None,
+    )
+
+
+def _latest_attempts(trial_results: list["TrialResult"]) -> list["TrialResult"]:
+    # A retried trial has one result per attempt; only the last one says how it ended.
+    latest: dict[str, "TrialResult"] = {}
+    for tr in trial_results:
+        have = latest.get(tr.trial.id)
+        if have is None or tr.attempt >= have.attempt:
+            latest[tr.trial.id] = tr
+    return sorted(latest.values(), key=lambda tr: tr.trial.index)
+
+
+def _trial_flags(tr: "TrialResult", study: "Study") -> list[str]:
+    from farm.engines import get_engine, render_flags
+    from farm.engines.base import redact_args
+    from farm.study.spec import EngineSpec
+
+    engine = get_engine(tr.trial.engine)
+    spec = study.engines.get(tr.trial.engine) or EngineSpec()
+    return redact_args(render_flags(tr.trial.all_flags), engine.secret_flags(spec))
+
+
+def records_from_trials(trial_results: list["TrialResult"], study: "Study", *, grid: str | None = None,
+                        sweep_id: str | None = None) -> Results:
+    """farm's `TrialResult`s -> `Results`, so a sweep and a results file go through the same selection.
+
+    A trial that failed before any benchmark ran still gets one record per profile, carrying its
+    status and reason: the report must list it as not eligible, not forget it.
+    """
+    chosen = _latest_attempts(trial_results)
+    names = study.grid_profiles(grid) if grid else list(study.profiles)
+    used = names + [p for tr in chosen for p in tr.trial.profiles if p not in names]
+    profiles = {p: profile_info(study, p) for p in used if p in study.profiles}
+    records: list[RunRecord] = []
+    versions: dict[str, str] = {}
+    shared = _shared_hostnames(chosen)
+    for tr in chosen:
+        if tr.engine_version:
+            versions.setdefault(tr.trial.engine, tr.engine_version)
+        records += _trial_records(tr, study, profiles, shared)
+    return Results(
+        source=f"sweep {sweep_id}" if sweep_id else (study.source or study.name),
+        profiles=profiles,
+        records=records,
+        primary_profile=study.grid_primary_profile(grid) if grid else study.primary_profile,
+        study=study.name,
+        grid=grid,
+        sweep_id=sweep_id or (chosen[0].sweep_id if chosen else None),
+        engine_versions=versions,
+    )
+
+
+def _shared_hostnames(chosen: list["TrialResult"]) -> set[str]:
+    """Hostnames of more than one Ray node (several nodes on one machine, as in tests)."""
+    ids: dict[str, set[str]] = {}
+    for tr in chosen:
+        if tr.node and tr.node_id:
+            ids.setdefault(tr.node, set()).add(tr.node_id)
+    return {host for host, seen in ids.items() if len(seen) > 1}
+
+
+def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, ProfileInfo],
+                   shared: set[str] = frozenset()) -> list[RunRecord]:
+    t = tr.trial
+    # A node whose hostname other nodes share is named with its Ray node id's first 8 characters
+    # (as farm/analysis/plan.py names node controls). A later pass's run names its own node (hostname).
+    node = f"{tr.node}-{tr.node_id[:8]}" if tr.node in shared and tr.node_id else tr.node
+    common = dict(trial=t.id, name=t.name, engine=t.engine, model=t.model, flags=_trial_flags(tr, study),
+                  node=node, command=tr.serve_command or None)
+    out = []
+    for run in tr.runs:
+        metrics = run.metrics.model_dump(exclude_none=True) if run.metrics else {}
+        asked = profiles[run.profile].total_requests if run.profile in profiles else None
+        out.append(RunRecord(id=f"{t.label}/{run.profile}/{run.repeat}", profile=run.profile, repeat=run.repeat,
+                             status=run.status, reason=run.reason, metrics=metrics, total_requests=asked,
+                             provenance=provenance_of(tr, run.started_at),
+                             **{**common, "node": run.node or node}))
+    ran = {run.profile for run in tr.runs}
+    for profile in t.profiles:
+        if profile not in ran and tr.status != Status.ok:
+            out.append(RunRecord(id=f"{t.label}/{profile}/0", profile=profile, status=tr.status,
+                                 reason=tr.reason or tr.status.value,
+                                 total_requests=profiles[profile].total_requests if profile in profiles else None,
+                                 provenance=provenance_of(tr, None), **common))
+    return out
+
+
+def provenance_of(tr: "TrialResult", started_at: float | None) -> Provenance:
+    """A trial's versions, GPU, weights and engine start, as one run of it carries them."""
+    reported = tr.engine_reported
+    cold = reported.get("compile_cache_hit")
+    start = reported.get("ready_s")
+    when = datetime.fromtimestamp(started_at, timezone.utc).isoformat(timespec="seconds") if started_at else None
+    return Provenance(
+        engine_version=tr.engine_version,
+        client_version=f"guidellm {tr.guidellm_version}" if tr.guidellm_version else None,
+        gpu=tr.gpu_name,
+        gpus=tr.trial.gpus,
+        weights=tr.trial.weights,
+        engine_start_s=float(start) if isinstance(start, (int, float)) else None,
+        engine_start_cold=(not cold) if isinstance(cold, bool) else reported.get("compile_cache_cold"),
+        started_at=when,
+    )

@@ -1,0 +1,269 @@
+"""Result models (trial, profile run, metrics) and the parser of guidellm's JSON report.
+
+Metric names follow the seed's "Serving Benchmark Result" block (see
+`shared/reference/seed-results.json`). Throughput is computed from totals: `total_tps` is the
+prompt plus output tokens of successful requests divided by the benchmark's duration;
+guidellm's own windowed mean rate is kept beside it as `guidellm_total_tps_mean`.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from farm.study.trial import Trial
+
+SCHEMA_VERSION = 1
+
+
+class Status(str, Enum):
+    ok = "ok"
+    engine_failed_to_start = "engine_failed_to_start"
+    engine_crashed = "engine_crashed"
+    oom = "oom"
+    invalid_flags = "invalid_flags"
+    bench_failed = "bench_failed"
+    low_success_rate = "low_success_rate"
+    node_lost = "node_lost"
+    timeout = "timeout"
+    dataset_missing = "dataset_missing"
+    port_in_use = "port_in_use"
+    connection_error = "connection_error"
+    cancelled = "cancelled"
+
+
+# Failures that a second attempt (elsewhere) can fix: the actor or its node went away, another
+# process took the engine's port between choosing and binding it, or the benchmark client lost
+# its connection to an engine that is still running. Everything else (a refused flag, OOM, a
+# crash under load, a time limit) would fail the same way again: recorded once, never retried.
+TRANSIENT = frozenset({Status.node_lost, Status.port_in_use, Status.connection_error})
+# A trial with one of these has a final answer; resume does not run it again. A transient
+# failure that used up its retries is not final: a resumed sweep tries it once more.
+FINISHED = frozenset(Status) - TRANSIENT - {Status.cancelled}
+
+
+class RunMetrics(BaseModel):
+    """One benchmark run's numbers, named as in the seed's report."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    successful_requests: float
+    errored_requests: float = 0
+    incomplete_requests: float = 0
+    total_requests: float
+    success_rate: float = Field(description="Successful requests over all requests the profile asked for.")
+    max_concurrency: float | None = None
+    duration_s: float
+    total_input_tokens: float
+    total_output_tokens: float
+    request_throughput: float
+    output_tps: float
+    total_tps: float = Field(description="(prompt + output tokens of successful requests) / duration.")
+    guidellm_total_tps_mean: float | None = Field(default=None, description="guidellm's own windowed mean token rate.")
+    guidellm_output_tps_mean: float | None = None
+    peak_output_tps: float | None = None
+    peak_concurrency: float | None = None
+    latency_mean_s: float | None = None
+    latency_median_s: float | None = None
+    latency_p95_s: float | None = None
+    latency_p99_s: float | None = None
+    ttft_mean_ms: float | None = None
+    ttft_median_ms: float | None = None
+    ttft_p95_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    tpot_mean_ms: float | None = None
+    tpot_median_ms: float | None = None
+    tpot_p95_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    itl_mean_ms: float | None = None
+    itl_median_ms: float | None = None
+    itl_p95_ms: float | None = None
+    itl_p99_ms: float | None = None
+    slo_attainment: float | None = Field(
+        default=None, description="guidellm goodput: share of requests meeting the profile's latency SLOs (slo.goodput).")
+    goodput_rps: float | None = Field(default=None, description="guidellm goodput: SLO-conforming requests per second.")
+
+
+class ProfileRun(BaseModel):
+    """One benchmark run of one profile on one trial's engine (one of possibly several repeats)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    profile: str
+    repeat: int = 0
+    status: Status
+    reason: str | None = None
+    metrics: RunMetrics | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    report_file: str | None = Field(default=None, description="guidellm's JSON report, relative to the trial directory.")
+    cache_reset: bool | None = Field(default=None, description="Whether the prefix cache was reset before this run.")
+    engine_counters: dict[str, float] = Field(
+        default_factory=dict, description="The engine's own counters over this run (after minus before), "
+        "e.g. prefix_cache_hits, from its /metrics endpoint.")
+    warnings: list[str] = Field(default_factory=list)
+    node: str | None = Field(default=None, description="Node of this run when it differs from the trial's "
+                             "(a later pass of `--repeats auto` may run elsewhere); none = the trial's node.")
+    pass_index: int = Field(default=1, ge=1, description="Pass of `--repeats auto` this run belongs to (1 = the first).")
+
+
+class WarmupRun(BaseModel):
+    """An unrecorded run before a profile's measured runs (the profile's `warmup_requests`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    profile: str
+    requests: int
+    seconds: float
+    ok: bool
+    reason: str | None = None
+
+
+class TrialResult(BaseModel):
+    """Everything one trial produced: its status, the exact command, versions, node and every run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    sweep_id: str
+    trial: Trial
+    status: Status
+    reason: str | None = None
+    command: list[str] = Field(default_factory=list, description="Exact argv of the engine server (secrets masked).")
+    serve_command: str = Field(default="", description="What a user pastes to serve this configuration.")
+    engine_version: str | None = None
+    guidellm_version: str | None = None
+    node: str | None = None
+    node_ip: str | None = None
+    gpus: list[str] = Field(default_factory=list, description="GPU ids the engine saw (CUDA_VISIBLE_DEVICES).")
+    gpu_name: str | None = None
+    engine_pid: int | None = Field(default=None, description="PID of the engine server (its process group id).")
+    engine_port: int | None = Field(default=None, description="Port the engine server listened on.")
+    node_id: str | None = Field(default=None, description="Ray node id the trial ran on.")
+    previous_attempts: list[str] = Field(
+        default_factory=list,
+        description="Earlier attempts of this trial that failed transiently and were retried: "
+        "'attempt N on node ID: status: reason'.",
+    )
+    attempt: int = 1
+    started_at: float | None = None
+    finished_at: float | None = None
+    runs: list[ProfileRun] = Field(default_factory=list)
+    warmup_runs: list[WarmupRun] = Field(default_factory=list, description="Warm-up runs before the measured ones.")
+    engine_reported: dict[str, Any] = Field(default_factory=dict, description="What the engine says it got (KV capacity, ...).")
+    log_tail: str = ""
+    artifacts_dir: str | None = None
+
+    def runs_of(self, profile: str) -> list[ProfileRun]:
+        return [r for r in self.runs if r.profile == profile]
+
+
+# --------------------------------------------------------------------------------------
+# guidellm 0.8 JSON report -> RunMetrics
+
+
+class ReportError(ValueError):
+    """The guidellm report is missing or not in the shape this parser knows."""
+
+
+def _stat(metrics: dict, name: str, stat: str, scope: str = "successful") -> float | None:
+    node = (metrics.get(name) or {}).get(scope) or {}
+    if stat.startswith("p"):
+        value = (node.get("percentiles") or {}).get(stat)
+    else:
+        value = node.get(stat)
+    return float(value) if value is not None else None
+
+
+def parse_benchmark(bench: dict, total_requests: int | None = None) -> RunMetrics:
+    """One entry of `benchmarks[]` of a guidellm 0.8 report."""
+    try:
+        m = bench["metrics"]
+        totals = m["request_totals"]
+        duration = float(bench["duration"])
+    except (KeyError, TypeError) as exc:
+        raise ReportError(f"guidellm report lacks {exc}") from None
+    ok = float(totals.get("successful", 0))
+    asked = float(total_requests or totals.get("total") or 0)
+    # guidellm 0.8.1 leaves requests that complete after its measurement window closes out of its
+    # metrics, while its scheduler still counts them as successful: they were served, so they
+    # count toward the success rate (the token totals stay those of the window).
+    served = max(ok, float((bench.get("scheduler_state") or {}).get("successful_requests") or 0))
+    prompt = _stat(m, "prompt_token_count", "total_sum") or 0.0
+    output = _stat(m, "output_token_count", "total_sum") or 0.0
+    # Guard against a zero-length benchmark (e.g. every request failed at once).
+    per_s = (lambda x: x / duration) if duration > 0 else (lambda x: 0.0)
+    strategy = (bench.get("config") or {}).get("strategy") or {}
+    conc = (m.get("request_concurrency") or {}).get("total") or {}
+    return RunMetrics(
+        successful_requests=ok,
+        errored_requests=float(totals.get("errored", 0)),
+        incomplete_requests=float(totals.get("incomplete", 0)),
+        total_requests=asked,
+        success_rate=min(1.0, served / asked) if asked else 0.0,
+        max_concurrency=strategy.get("max_concurrency"),
+        duration_s=duration,
+        total_input_tokens=prompt,
+        total_output_tokens=output,
+        request_throughput=per_s(ok),
+        output_tps=per_s(output),
+        total_tps=per_s(prompt + output),
+        guidellm_total_tps_mean=_stat(m, "tokens_per_second", "mean"),
+        guidellm_output_tps_mean=_stat(m, "output_tokens_per_second", "mean"),
+        peak_output_tps=_stat(m, "output_tokens_per_second", "max"),
+        peak_concurrency=float(conc["max"]) if conc.get("max") is not None else None,
+        latency_mean_s=_stat(m, "request_latency", "mean"),
+        latency_median_s=_stat(m, "request_latency", "median"),
+        latency_p95_s=_stat(m, "request_latency", "p95"),
+        latency_p99_s=_stat(m, "request_latency", "p99"),
+        ttft_mean_ms=_stat(m, "time_to_first_token_ms", "mean"),
+        ttft_median_ms=_stat(m, "time_to_first_token_ms", "median"),
+        ttft_p95_ms=_stat(m, "time_to_first_token_ms", "p95"),
+        ttft_p99_ms=_stat(m, "time_to_first_token_ms", "p99"),
+        tpot_mean_ms=_stat(m, "time_per_output_token_ms", "mean"),
+        tpot_median_ms=_stat(m, "time_per_output_token_ms", "median"),
+        tpot_p95_ms=_stat(m, "time_per_output_token_ms", "p95"),
+        tpot_p99_ms=_stat(m, "time_per_output_token_ms", "p99"),
+        itl_mean_ms=_stat(m, "inter_token_latency_ms", "mean"),
+        itl_median_ms=_stat(m, "inter_token_latency_ms", "median"),
+        itl_p95_ms=_stat(m, "inter_token_latency_ms", "p95"),
+        itl_p99_ms=_stat(m, "inter_token_latency_ms", "p99"),
+        slo_attainment=m.get("slo_attainment"),
+        goodput_rps=_stat(m, "request_goodput", "mean"),
+    )
+
+
+def parse_report(data: dict | str | Path, total_requests: int | None = None) -> tuple[RunMetrics, str | None]:
+    """A guidellm JSON report (dict, JSON text or file) -> metrics of its one benchmark, guidellm version."""
+    if isinstance(data, Path) or (isinstance(data, str) and not data.lstrip().startswith("{")):
+        try:
+            data = json.loads(Path(data).read_text())
+        except (OSError, ValueError) as exc:
+            raise ReportError(f"cannot read guidellm report: {exc}") from None
+    elif isinstance(data, str):
+        data = json.loads(data)
+    benches = data.get("benchmarks") if isinstance(data, dict) else None
+    if not benches:
+        raise ReportError("guidellm report has no benchmarks")
+    version = (data.get("metadata") or {}).get("guidellm_version")
+    return parse_benchmark(benches[-1], total_requests), version
+
+
+def stopped_by_time_limit(data: dict) -> bool:
+    """Whether guidellm ended the (last) benchmark because its `max_duration` constraint fired."""
+    benches = data.get("benchmarks") if isinstance(data, dict) else None
+    if not benches:
+        return False
+    state = benches[-1].get("scheduler_state") or {}
+    return "max_duration" in (state.get("end_processing_constraints") or {})
+
+
+def slim_report(data: dict) -> dict:
+    """The report without its per-request records, which are most of its size."""
+    out = dict(data)
+    out["benchmarks"] = [{k: v for k, v in b.items() if k != "requests"} for b in data.get("benchmarks", [])]
+    return out

@@ -1,0 +1,112 @@
+"""Selection: which serve command to recommend, computed from run records alone.
+
+The objective is the throughput metric (by default `total_tps` as the records carry it) on the
+primary profile, among eligible trials: every run ok and at least `min_success_rate` of the
+requests its profile asked for succeeded. Two strategies:
+
+- `best`: the global best of what was measured;
+- `stepwise`: the seed's method replayed along the ordered steps of a grid: engines on defaults,
+  then each optimization on top of the step it names in `after`, kept only if it beats that step.
+
+With repeats, every difference is judged with farm.stats: per trial and profile the mean and a
+confidence interval of throughput, TTFT and TPOT; on each profile the leader against the
+runner-up and the baseline (relative difference with its interval, Holm over the comparisons).
+`best` recommends a winner only when its lead is significant; otherwise it is a tie and the
+simplest configuration tied with the leader (fewest non-default flags) is recommended. Single
+runs cannot be tested: the leader by mean is recommended, flagged as unconfirmed.
+
+A profile may set SLOs (`slo:` in the study): a trial that breaks one is not eligible there, and
+the reason names the limit and the measured value.
+
+Nothing here remembers a best-so-far between calls: the same records always give the same answer.
+"""
+
+from __future__ import annotations
+
+from farm.analysis.records import Results
+from farm.analysis.selection.comparisons import (
+    _step_significance,
+    _trial_rows,
+    compare,
+    complexity_of,
+    cross_profile,
+    edges,
+    engine_comparison,
+    node_check,
+    pareto,
+    profile_verdict,
+    unseparated,
+)
+from farm.analysis.selection.models import (
+    METRIC_LABELS,
+    SINGLE_RUN_NOISE,
+    STAT_LABELS,
+    STAT_METRICS,
+    STRATEGIES,
+    ReportWarning,
+    Selection,
+    SelectionSettings,
+    settings_for,
+)
+from farm.analysis.selection.rules import (
+    _chosen,
+    build_table,
+    delta_pct,
+    find_baseline,
+    pct_text,
+)
+from farm.analysis.selection.stepwise import _best, stepwise
+from farm.errors import UserError
+
+# What the rest of farm imports from here (the pieces live in farm.analysis.selection).
+__all__ = ["METRIC_LABELS", "ReportWarning", "SINGLE_RUN_NOISE", "STAT_LABELS", "STAT_METRICS", "STRATEGIES", "Selection",
+           "SelectionSettings", "build_table", "complexity_of", "delta_pct", "find_baseline", "pct_text", "select",
+           "settings_for"]
+
+# --------------------------------------------------------------------------------------
+# entry point
+
+
+def select(results: Results, settings: SelectionSettings, strategy: str = "best", metric: str = "total_tps") -> Selection:
+    """Recommend a trial from `results`; `UserError` when nothing on the primary profile may be chosen."""
+    if strategy not in STRATEGIES:
+        raise UserError(f"unknown strategy '{strategy}' (known: {', '.join(STRATEGIES)})", key="--strategy")
+    primary = settings.primary_profile
+    table = build_table(results, metric, settings.min_success_rate, settings.slo)
+    on_primary = table.on(primary)
+    if not on_primary:
+        raise UserError(f"no runs on the primary profile '{primary}'", file=results.source, key="primary_profile")
+    best = _best(on_primary)
+    if best is None:
+        raise UserError(f"no eligible trial on the primary profile '{primary}': every run failed or fell below the "
+                        f"minimum success rate {pct_text(settings.min_success_rate)}", file=results.source, key="runs")
+    baseline = find_baseline(table, results, settings)
+    steps, step_choice = stepwise(table, results, settings, baseline)
+    _step_significance(steps, table, settings, metric)
+    verdicts = [v for p in results.profiles_with_runs() if (v := profile_verdict(table, p, settings, baseline, metric))]
+    primary_verdict = next((v for v in verdicts if v.profile == primary), None)
+    if strategy == "stepwise":
+        if step_choice is None:
+            why = ("none of its steps was kept" if steps else "none of its steps was measured") if settings.steps \
+                else "the study has no ordered grid of steps"
+            raise UserError(f"cannot replay stepwise: {why}", file=results.source, key="--strategy")
+        recommended = step_choice
+    else:
+        # A winner only when its lead is significant; on a tie the simplest tied configuration.
+        recommended = primary_verdict.recommended if primary_verdict else best.trial
+    comparison, unmeasured = compare(table, results, baseline, recommended, settings.alpha, metric) if baseline else ([], [])
+    comparison_profile = settings.engine_comparison_profile or primary
+    engines, lead = engine_comparison(table, settings, comparison_profile)
+    return Selection(
+        strategy=strategy, metric=metric, primary_profile=primary, engine_comparison_profile=comparison_profile,
+        min_success_rate=settings.min_success_rate,
+        recommended=_chosen(table, recommended, settings),
+        baseline=_chosen(table, baseline, settings) if baseline else None,
+        best_trial=best.trial, stepwise_trial=step_choice, step_grid=settings.step_grid if steps else None,
+        trials=_trial_rows(table, 1 - settings.alpha), comparison=comparison, unmeasured=unmeasured,
+        engines=engines, engine_lead=lead, steps=steps,
+        alpha=settings.alpha, sequential=settings.sequential, verdicts=verdicts,
+        cross_profile=cross_profile(table, results, settings, baseline, verdicts, metric),
+        nodes=node_check(table, settings, baseline, metric), pareto=pareto(table, metric),
+        edges=edges(table, settings, metric), unseparated=unseparated(table, settings, recommended, primary_verdict, metric),
+    )

@@ -1,0 +1,1 @@
+"""The pieces of selection (farm.analysis.select is its entry point): models, rules, stepwise, comparisons."""

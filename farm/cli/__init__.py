@@ -1,0 +1,1 @@
+"""The `farm` command line: one thin module per command (`python -m farm.cli`)."""

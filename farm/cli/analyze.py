@@ -1,0 +1,44 @@
+"""`farm analyze`: selection and report over recorded results; no engine runs.
+
+Usable on its own (`python -m farm.commands.analyze --results FILE`) and as a subcommand of `farm`.
+"""
+
+from __future__ import annotations
+
+import click
+
+from farm.cli import options as opt
+
+
+@click.command("analyze", cls=opt.OneLineErrors)
+@click.option("--results", "results_path", required=True, type=opt.FILE, metavar="FILE",
+              help="Results in the seed-results.json format (profiles{} and runs[]), or one a sweep wrote.")
+@click.option("--config", "config", type=opt.FILE, default=None, metavar="FILE",
+              help="Study YAML: primary profile, success-rate gate, baseline and the ordered `seed` steps "
+                   "(default: configs/qwen3.5-35b-a3b-h200.yaml).")
+@click.option("--strategy", type=click.Choice(["best", "stepwise"]), default="best", show_default=True,
+              help="best: the global best of what was measured; stepwise: replay the seed's method along the ordered steps.")
+@click.option("--baseline", type=opt.NAME, default=None, metavar="TRIAL",
+              help="Trial id, trial name or run id to compare against (default: the engine-default trial).")
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
+@click.option("--plots", "plots", type=opt.DIRECTORY, default=None, metavar="DIR", help="Also write PNG plots into DIR.")
+def analyze(results_path: str, config: str | None, strategy: str, baseline: str | None, fmt: str, plots: str | None) -> None:
+    """Recommend a serve command from recorded benchmark results and report why."""
+    from farm.inputs import read_results_file
+    from farm.report import render, report_for, write_plots
+    from farm.study.spec import load_study
+
+    # A UserError from here on is one line and exit 2 (the `farm` group, or OneLineErrors standalone).
+    study = load_study(config)
+    results = read_results_file(results_path)
+    # Without --config, a sweep's own file knows its primary profile better than the default study.
+    report = report_for(results, study, strategy=strategy, baseline=baseline, prefer_results_profile=config is None)
+    output = render(report, fmt)
+    written = write_plots(report, plots) if plots else []
+    click.echo(output, nl=False)
+    for path in written:
+        click.echo(f"plot: {path}", err=True)
+
+
+if __name__ == "__main__":
+    analyze()

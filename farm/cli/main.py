@@ -1,0 +1,142 @@
+"""`farm`: the command line. It builds a spec, calls an entry point, and prints what came back.
+
+Every user mistake is a `UserError`: one line on stderr naming file, key and reason, exit 2.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from farm.cli import options as opt
+from farm.errors import UserError
+
+
+class FarmGroup(click.Group):
+    """Turns `UserError` into one line and exit code 2, wherever it is raised."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            click.echo(f"error: {exc.line()}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+@click.group(cls=FarmGroup)
+@click.version_option(package_name="farm")
+def cli() -> None:
+    """farm: sweep LLM serving configurations over a Ray cluster and recommend one serve command."""
+
+
+@cli.command()
+@click.option("--config", "config", type=opt.FILE, default=None,
+              help="Study YAML (default: configs/qwen3.5-35b-a3b-h200.yaml).")
+@click.option("--grid", required=True, type=opt.NAME, help="Name of a grid in the study (smoke, seed, full, ...).")
+@click.option("--dry-run", is_flag=True, help="Print every trial and its exact command line; start nothing.")
+@click.option("--address", type=opt.RAY_ADDRESS, default=None,
+              help="http://HEAD:8265: submit the sweep as a Ray job (Jobs API); auto, HOST:PORT or ray://HOST:10001: "
+                   "run the driver here against that cluster; default: a local Ray started for the sweep.")
+@click.option("--tracking-uri", type=opt.TRACKING_URI, default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
+@click.option("--experiment", type=opt.NAME, default=None, help="MLflow experiment; default: the study's.")
+@click.option("--resume", "resume", type=opt.SWEEP_ID, default=None, metavar="SWEEP_ID", help="Continue this sweep: run only its unfinished trials.")
+@click.option("--repeats", type=opt.REPEATS, default=None, metavar="N|auto",
+              help="Runs per trial and profile, or 'auto': 3, then more only for the trials still overlapping "
+                   "the leader (default: the study's).")
+@click.option("--run-budget", type=opt.RUNS, default=None, metavar="RUNS",
+              help="With --repeats auto: benchmark runs the sweep may make in all (default: the study's max_runs, "
+                   "else 3 x the first pass).")
+@click.option("--workdir", type=opt.DIRECTORY, default="farm-runs", show_default=True,
+              help="Where engine logs and guidellm reports are written on each node.")
+@click.option("--no-wait", is_flag=True, help="With --address http://HEAD:8265: submit the job and return.")
+@click.option("--trial", "only", multiple=True, metavar="NAME|ID",
+              help="Run only this trial of the grid now (repeatable); the sweep keeps the grid's other trials "
+                   "pending, for a later `--resume` (a sweep in pieces, e.g. one per GPU lease).")
+def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, run_budget, workdir,
+          no_wait, only) -> None:
+    """Expand a grid into trials and benchmark each on its own engine server."""
+    from farm.study.grid import expand, select_trials
+    from farm.study.spec import load_study
+    from farm.run.sweep_view import print_dry_run
+
+    study = load_study(config)
+    _check_options_apply(study, address=address, repeats=repeats, run_budget=run_budget, no_wait=no_wait)
+    # The effective repeats and budget travel with the study (its MLflow snapshot, the report's alpha).
+    study = study.model_copy(update={k: v for k, v in (("repeats", repeats), ("max_runs", run_budget)) if v is not None})
+    trials = expand(study, grid)
+    selected = select_trials(trials, only, key="--trial") if only else None
+    if dry_run:
+        print_dry_run(study, grid, [t for t in trials if selected is None or t.id in selected])
+        return
+    if only and (address and is_jobs_address_str(address) or repeats == "auto"):
+        raise UserError("--trial runs part of a sweep from this machine; it does not combine with "
+                        "--address http://... or --repeats auto", key="--trial")
+    from farm.run.jobs import (check_tracking_for_cluster, enable_client_token, is_client_address, is_jobs_address,
+                           submit_from_cli)
+
+    if is_jobs_address(address):
+        # The Ray Jobs API: the sweep runs on the head as a Ray job; this side submits and follows it.
+        ctx = click.get_current_context()
+        given_workdir = ctx.get_parameter_source("workdir") != click.core.ParameterSource.DEFAULT
+        ctx.exit(submit_from_cli(config, address, grid=grid, tracking_uri=tracking_uri, experiment=experiment,
+                                 resume=resume, repeats=repeats, run_budget=run_budget,
+                                 workdir=workdir if given_workdir else None,
+                                 wait=not no_wait))
+    if address:
+        enable_client_token()  # an explicit address: Ray sends the cluster's token only in token mode
+    if is_client_address(address):
+        # Ray Client: the actors run on the cluster's nodes, so they log to a server all of them
+        # reach, and a relative --workdir is a path on each node (under the job's working directory).
+        tracking_uri = check_tracking_for_cluster(tracking_uri)
+        node_workdir = Path(workdir)
+    else:
+        node_workdir = Path(workdir).resolve()
+    from farm.run.preflight import check_sweep
+    from farm.run.sweep_view import run_and_report
+    from farm.store.tracking import default_tracking_uri
+
+    # Datasets, tracking store, Ray address, the sweep to resume: checked before anything starts.
+    tracking_uri = tracking_uri or default_tracking_uri()
+    check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume)
+    argv = "farm " + shlex.join(sys.argv[1:])
+    run_and_report(study, grid, trials, address=address, tracking_uri=tracking_uri, experiment=experiment,
+                   resume=resume, repeats=repeats or study.repeats, workdir=node_workdir, command=argv,
+                   only=selected)
+
+
+def is_jobs_address_str(address: str) -> bool:
+    return address.startswith(("http://", "https://"))
+
+
+def _check_options_apply(study, *, address, repeats, run_budget, no_wait) -> None:
+    """An option that would change nothing in this sweep is a mistake, not a no-op."""
+    from farm.run.jobs import is_jobs_address
+
+    if no_wait and not is_jobs_address(address):
+        raise UserError("only with --address http://HEAD:8265 (a sweep run from here always waits for its end)",
+                        key="--no-wait")
+    if run_budget is not None and (repeats or study.repeats) != "auto":
+        raise UserError(f"only with --repeats auto (or a study with repeats: auto); this sweep runs each profile "
+                        f"{repeats or study.repeats} time(s), whatever the budget", key="--run-budget")
+
+
+from farm.cli.analyze import analyze  # noqa: E402  (commands register after the group exists)
+from farm.cli.report import report  # noqa: E402
+from farm.cli.server import server  # noqa: E402
+from farm.cli.status import status  # noqa: E402
+
+cli.add_command(analyze)
+cli.add_command(report)
+cli.add_command(status)
+cli.add_command(server)
+
+
+def main() -> None:
+    cli(prog_name="farm")
+
+
+if __name__ == "__main__":
+    main()

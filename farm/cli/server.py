@@ -1,0 +1,123 @@
+"""`farm server`: the shared MLflow tracking server of a cluster.
+
+`mlflow server --serve-artifacts`: runs, metrics and artifacts all go over HTTP to this one
+process, so the nodes need no shared filesystem. Runs and params live in a SQLite file and
+artifacts in a folder, both under `--store`. It binds 127.0.0.1 unless told otherwise; on a
+cluster give `--host` the head's cluster-network address and either `--auth` (MLflow's
+basic-auth app: every client needs MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD) or keep
+the port reachable from the cluster network only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+import sys
+from pathlib import Path
+
+import click
+
+from farm.cli import options as opt
+from farm.errors import UserError
+
+AUTH_INI = """[mlflow]
+# Written by `farm server --auth`. New users get no permission until the admin grants one.
+default_permission = NO_PERMISSIONS
+database_uri = sqlite:///{db}
+admin_username = {user}
+admin_password = {password}
+authorization_function = mlflow.server.auth:authenticate_request_basic_auth
+"""
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def server_command(store: Path, host: str, port: int, *, auth: bool, allowed_hosts: str | None,
+                   workers: int) -> list[str]:
+    mlflow = str(Path(sys.executable).with_name("mlflow"))
+    argv = [mlflow, "server", "--serve-artifacts",
+            "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}",
+            "--artifacts-destination", str(store / "artifacts"),
+            "--host", host, "--port", str(port), "--workers", str(workers)]
+    if allowed_hosts:
+        argv += ["--allowed-hosts", allowed_hosts]
+    if auth:
+        argv += ["--app-name", "basic-auth"]
+    return argv
+
+
+def _check_admin_password(password: str) -> None:
+    """MLflow's own password policy, applied here: the auth app would otherwise die at start with
+    a traceback in the server's output."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.validation import _validate_password
+
+    try:
+        _validate_password(password)
+    except MlflowException as exc:
+        raise UserError(f"MLFLOW_TRACKING_PASSWORD is not a valid admin password for MLflow: {exc.message}",
+                        key="--auth") from None
+
+
+def _admin_credentials() -> tuple[str, str]:
+    """The admin account for MLflow's basic-auth app, checked before anything is written."""
+    try:
+        import flask_wtf  # noqa: F401  (the basic-auth app needs it: pip install 'mlflow[auth]')
+    except ImportError:
+        raise UserError("needs MLflow's auth extra: pip install 'mlflow[auth]'", key="--auth") from None
+    user, password = os.environ.get("MLFLOW_TRACKING_USERNAME"), os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    if not user or not password:
+        raise UserError("set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (the admin account; "
+                        "clients use the same variables)", key="--auth")
+    _check_admin_password(password)
+    return user, password
+
+
+def _auth_env(store: Path, user: str, password: str) -> dict[str, str]:
+    """MLflow's basic-auth app: its config (the admin account) and a Flask secret key, both kept
+    in the store (mode 0600)."""
+    ini = store / "basic_auth.ini"
+    ini.write_text(AUTH_INI.format(db=store / "basic_auth.db", user=user, password=password))
+    ini.chmod(0o600)
+    key_file = store / "flask_secret_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_hex(32))
+        key_file.chmod(0o600)
+    return {"MLFLOW_AUTH_CONFIG_PATH": str(ini), "MLFLOW_FLASK_SERVER_SECRET_KEY": key_file.read_text().strip()}
+
+
+@click.command("server")
+@click.option("--store", type=opt.DIRECTORY, default="mlflow-server", show_default=True,
+              help="Folder of the server's SQLite store (mlflow.db) and artifacts (artifacts/).")
+@click.option("--host", type=opt.HOST, default="127.0.0.1", show_default=True,
+              help="Address to bind; on a cluster, the head's address on the cluster network.")
+@click.option("--port", type=opt.PORT, default=5000, show_default=True)
+@click.option("--auth", is_flag=True, help="MLflow's basic-auth app (admin from MLFLOW_TRACKING_USERNAME/PASSWORD).")
+@click.option("--allowed-hosts", default=None,
+              help="Host headers the server accepts (MLflow's default: localhost and private addresses).")
+@click.option("--workers", type=opt.WORKERS, default=2, show_default=True, help="Server worker processes.")
+def server(store: str, host: str, port: int, auth: bool, allowed_hosts: str | None, workers: int) -> None:
+    """Start the shared MLflow tracking server (runs in the foreground; Ctrl-C stops it)."""
+    admin = _admin_credentials() if auth else None
+    root = Path(store).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    if admin:
+        env.update(_auth_env(root, *admin))
+    argv = server_command(root, host, port, auth=auth, allowed_hosts=allowed_hosts, workers=workers)
+    shown = "0.0.0.0" if host in ("0.0.0.0", "::") else host
+    click.echo(f"farm server: MLflow at http://{shown}:{port} (store {root}); nodes log with "
+               f"--tracking-uri http://<this host's cluster address>:{port}", err=True)
+    if not auth and not _is_loopback(host):
+        click.echo("farm server: no authentication: keep this port reachable from the cluster network only, "
+                   "or restart with --auth", err=True)
+    click.echo("farm server: " + " ".join(argv), err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(argv[0], argv, env)

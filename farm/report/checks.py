@@ -1,0 +1,212 @@
+"""The checks the seed missed: each a warning with a stable code."""
+
+from __future__ import annotations
+
+from farm.analysis.records import Results, RunRecord
+from farm.analysis.select import (
+    METRIC_LABELS,
+    SINGLE_RUN_NOISE,
+    ReportWarning,
+    Selection,
+    delta_pct,
+)
+from farm.report.models import (
+    EVIDENCE_CODES,
+    PEAK_FACTOR,
+    RATE_TOLERANCE,
+    TPOT_TOLERANCE,
+    WARNING_CODES,
+    RateAnalysis,
+)
+
+# --------------------------------------------------------------------------------------
+# checks the seed missed
+
+
+def _where(rec: RunRecord) -> str:
+    return f"run {rec.id}: " if rec.id != rec.label else ""
+
+
+def _warn(code: str, rec: RunRecord | None, message: str, profile: str | None = None) -> ReportWarning:
+    return ReportWarning(code=code, trial=rec.label if rec else None, profile=rec.profile if rec else profile,
+                         message=(_where(rec) if rec else "") + message)
+
+
+def _apart(value: float, reference: float) -> str:
+    d = (value - reference) / reference * 100
+    return f"{abs(d):.2f} % {'above' if d > 0 else 'below'}"
+
+
+def check_rate(rec: RunRecord) -> list[ReportWarning]:
+    out = []
+    recorded, totals, mean = rec.metrics.get("total_tps"), rec.tps_from_totals, rec.metrics.get("guidellm_total_tps_mean")
+    if totals and abs(recorded - totals) / totals > RATE_TOLERANCE:
+        out.append(_warn("rate_mismatch", rec, f"recorded total throughput {recorded:.2f} tok/s is "
+                         f"{_apart(recorded, totals)} (input + output tokens) / duration = {totals:.2f} tok/s"))
+    if mean and recorded and abs(mean - recorded) / recorded > RATE_TOLERANCE:
+        out.append(_warn("rate_mismatch", rec, f"guidellm's mean token rate {mean:.2f} tok/s is "
+                         f"{_apart(mean, recorded)} the total throughput from totals, {recorded:.2f} tok/s"))
+    return out
+
+
+def check_tpot(rec: RunRecord, output_tokens: int | None) -> list[ReportWarning]:
+    m = rec.metrics
+    n = rec.output_tokens_per_request or output_tokens
+    if output_tokens is None or not n or n <= 1 or not all(k in m for k in ("latency_mean_s", "ttft_mean_ms", "tpot_mean_ms")):
+        return []
+    implied = (m["latency_mean_s"] * 1000 - m["ttft_mean_ms"]) / (n - 1)
+    if implied <= 0 or abs(m["tpot_mean_ms"] - implied) / implied <= TPOT_TOLERANCE:
+        return []
+    p95 = f"; P95 TPOT {m['tpot_p95_ms']:.2f} ms" if "tpot_p95_ms" in m else ""
+    return [_warn("tpot_inconsistent", rec, f"mean TPOT {m['tpot_mean_ms']:.2f} ms, but (mean latency - mean TTFT) / "
+                  f"(output tokens - 1) = ({m['latency_mean_s'] * 1000:.0f} - {m['ttft_mean_ms']:.0f}) / {n - 1:.0f} = "
+                  f"{implied:.2f} ms ({abs(m['tpot_mean_ms'] - implied) / implied * 100:.0f} % apart){p95}")]
+
+
+def check_peak(rec: RunRecord) -> list[ReportWarning]:
+    peak, mean = rec.metrics.get("peak_output_tps"), rec.metrics.get("output_tps")
+    if peak is None or not mean or peak <= PEAK_FACTOR * mean:
+        return []
+    return [_warn("peak_implausible", rec, f"peak output throughput {peak:,.2f} tok/s is {peak / mean:,.0f} x the mean "
+                  f"output throughput {mean:.2f} tok/s: an artifact of the client's windowing, not a rate")]
+
+
+def check_itl(rec: RunRecord) -> list[ReportWarning]:
+    itl, n = rec.metrics.get("itl_mean_ms"), rec.output_tokens_per_request
+    if itl != 0 or not n or n <= 1:
+        return []
+    return [_warn("itl_zero", rec, f"mean inter-token latency is 0 with {n:.0f} output tokens per request: "
+                  "the client recorded no inter-token latencies")]
+
+
+def check_single_runs(results: Results) -> list[ReportWarning]:
+    runs: dict[tuple[str, str], int] = {}
+    label: dict[str, str] = {}
+    for rec in results.records:
+        if rec.measured:
+            runs[(rec.trial, rec.profile)] = runs.get((rec.trial, rec.profile), 0) + 1
+            label.setdefault(rec.trial, rec.label)
+    single = [key for key, n in runs.items() if n == 1]
+    if not single:
+        return []
+    why = "no difference can be told from run-to-run noise; repeat each trial (study `repeats`, 3 or more)"
+    if len(single) == len(runs):
+        return [ReportWarning(code="single_run", message=f"every trial ran once per profile ({len(runs)} runs): {why}")]
+    out = []
+    for trial in dict.fromkeys(t for t, _ in single):
+        profiles = ", ".join(p for t, p in single if t == trial)
+        out.append(ReportWarning(code="single_run", trial=label[trial], message=f"ran once on {profiles}: {why}"))
+    return out
+
+
+def check_selection(selection: Selection, results: Results) -> list[ReportWarning]:
+    out = []
+    labels = {r.trial: r.label for r in results.records}
+    tps = {t.id: t.total_tps for t in selection.trials if t.profile == selection.primary_profile}
+    if selection.stepwise_trial and selection.stepwise_trial != selection.best_trial:
+        s, b = selection.stepwise_trial, selection.best_trial
+        out.append(ReportWarning(code="local_optimum", trial=labels[s], profile=selection.primary_profile, message=(
+            f"the stepwise replay chooses {labels[s]} ({tps[s]:.2f} tok/s) but the best of what was measured is "
+            f"{labels[b]} ({tps[b]:.2f} tok/s, {delta_pct(tps[b], tps[s]):+.2f} %)")))
+    if selection.baseline is None:
+        out.append(ReportWarning(code="no_baseline", message=(
+            "no engine-default trial (required flags only) was measured: there is nothing to compare the "
+            "recommendation with; name one with --baseline")))
+    return out
+
+
+def check_rate_conclusion(rate: RateAnalysis | None, selection: Selection) -> list[ReportWarning]:
+    if rate is None or not rate.recommendation_changes:
+        return []
+    mine = [c for c in rate.choices if c.strategy == selection.strategy]
+    recorded = next((c for c in mine if c.metric == "total_tps"), None)
+    other = next((c for c in mine if c.metric != "total_tps"), None)
+    if recorded is None or other is None:
+        return []
+    return [ReportWarning(code="rate_mismatch", profile=selection.primary_profile, message=(
+        f"ranked by {METRIC_LABELS[other.metric]}, the recommendation is {other.trial} ({other.value:.2f} tok/s; "
+        f"{other.other_value:.2f} as recorded), not {recorded.trial} ({recorded.other_value:.2f} tok/s; "
+        f"{recorded.value:.2f} as recorded): `{other.command}`"))]
+
+
+def check_warnings(results: Results, selection: Selection, rate: RateAnalysis | None = None) -> list[ReportWarning]:
+    """Every check of issue 3 point 6 over every run, then the study-level ones."""
+    out: list[ReportWarning] = []
+    for rec in results.records:
+        if not rec.measured:
+            continue
+        profile = results.profiles.get(rec.profile)
+        out += check_rate(rec)
+        out += check_tpot(rec, profile.output_tokens if profile else None)
+        out += check_peak(rec)
+        out += check_itl(rec)
+    out += check_rate_conclusion(rate, selection)
+    out += check_single_runs(results)
+    out += check_selection(selection, results)
+    out += check_evidence(selection, results)
+    order = WARNING_CODES + EVIDENCE_CODES
+    return sorted(out, key=lambda w: order.index(w.code) if w.code in order else len(order))
+
+
+def _fmt_pct(x: float | None, signed: bool = True) -> str:
+    return "n/a" if x is None else (f"{x:+.2f} %" if signed else f"{x:.2f} %")
+
+
+def interval_text(d) -> str:
+    """A DiffStat as '+4.10 % [+1.20, +7.00], Holm p = 0.012' (or why it cannot be told)."""
+    if d is None:
+        return "n/a"
+    if d.ci_low_pct is None or d.ci_high_pct is None:
+        if min(d.n_a, d.n_b) < 2:
+            return f"{_fmt_pct(d.relative_pct)} (single runs: no interval, no test)"
+        return f"{_fmt_pct(d.relative_pct)} (cannot tell: {d.note or 'no interval'})"
+    p = f", Holm p = {d.p_holm:.3g}" if d.p_holm is not None else ""
+    return f"{_fmt_pct(d.relative_pct)} [{d.ci_low_pct:+.2f}, {d.ci_high_pct:+.2f}]{p}"
+
+
+def check_evidence(selection: Selection, results: Results) -> list[ReportWarning]:
+    out = []
+    labels = {r.trial: r.label for r in results.records}
+    primary = selection.primary_profile
+    if selection.unseparated:
+        rows = {t.id: t for t in selection.trials if t.profile == primary}
+        names = [labels[t] for t in selection.unseparated]
+        values = [rows[t].total_tps for t in selection.unseparated]
+        spread = (max(values) / min(values) - 1) * 100
+        listed = ", ".join(names[:-1]) + f" and {names[-1]}"
+        msg = (f"single runs cannot separate {listed} on {primary}: their {METRIC_LABELS[selection.metric]} lies within "
+               f"{spread:.2f} % ({min(values):.2f} to {max(values):.2f}), inside the \u00b1{SINGLE_RUN_NOISE * 100:g} % run-to-run "
+               f"noise farm assumes where no repeats measure it")
+        gaps = []
+        for t in selection.unseparated:
+            for rec in results.records:
+                if rec.trial == t and rec.profile == primary and rec.measured and rec.tps_from_totals:
+                    gaps.append(abs(rec.metrics["total_tps"] / rec.tps_from_totals - 1) * 100)
+        if gaps and max(gaps) > RATE_TOLERANCE * 100:
+            msg += (f"; the two throughput figures of these very runs (recorded and from totals) disagree by "
+                    f"{min(gaps):.2f} to {max(gaps):.2f} %")
+        out.append(ReportWarning(code="cannot_separate", profile=primary,
+                                 message=msg + "; repeat them (study `repeats`, 3 or more) to tell them apart"))
+    for row in selection.comparison:
+        d = row.delta
+        if d is not None and d.significant is False:
+            out.append(ReportWarning(code="not_significant", trial=labels.get(d.a), profile=row.profile, message=(
+                f"the recommendation's gain over the baseline on {row.profile} is not significant at "
+                f"\u03b1 = {selection.alpha:g} (Holm over {len(selection.comparison)} profiles): {interval_text(d)}")))
+        elif d is not None and d.significant and (d.relative_pct or 0) < 0:
+            cp = selection.cross_profile
+            hint = (f"; {labels.get(cp.recommended, cp.recommended)} is the best worst case over all profiles"
+                    if cp is not None and cp.recommended and cp.recommended != d.a else "")
+            out.append(ReportWarning(code="regression", trial=labels.get(d.a), profile=row.profile, message=(
+                f"the recommendation is significantly slower than the baseline on {row.profile}: {interval_text(d)}"
+                f"{hint}")))
+    nodes = selection.nodes
+    if nodes is not None and nodes.effect:
+        for n in nodes.nodes:
+            if n.vs_others and n.vs_others.significant:
+                out.append(ReportWarning(code="node_effect", trial=labels.get(nodes.trial), profile=nodes.profile, message=(
+                    f"the baseline on node {n.node} differs from the other nodes: {interval_text(n.vs_others)}; "
+                    "trials that ran on different nodes are not strictly comparable")))
+    for e in selection.edges:
+        out.append(ReportWarning(code="edge_of_range", profile=primary, message=e.message))
+    return out

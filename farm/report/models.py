@@ -1,0 +1,86 @@
+"""The report's models (what `build_report` computes) and the thresholds of its checks."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from farm.analysis.records import Results
+from farm.analysis.reference import ReferenceComparison
+from farm.analysis.select import (
+    ReportWarning,
+    Selection,
+)
+
+# Thresholds of the checks (issue 3, point 6).
+RATE_TOLERANCE = 0.02      # recorded vs recomputed token rate
+TPOT_TOLERANCE = 0.25      # mean TPOT vs what mean latency and TTFT imply
+PEAK_FACTOR = 10.0         # peak output rate vs mean output rate
+
+WARNING_CODES = ("rate_mismatch", "tpot_inconsistent", "peak_implausible", "itl_zero", "single_run",
+                 "local_optimum", "no_baseline")
+# Checks of the evidence itself (issue 7): differences the data cannot separate, a recommendation
+# whose gain over the baseline is not significant, nodes that differ, knobs tried only up to an edge.
+EVIDENCE_CODES = ("cannot_separate", "not_significant", "regression", "node_effect", "edge_of_range")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RateChoice(_Strict):
+    """What one throughput metric would recommend under one strategy."""
+
+    metric: str = Field(description="Metric ranked by.")
+    strategy: str
+    trial: str = Field(description="Label of the trial it recommends.")
+    command: str
+    value: float = Field(description="The trial's value of `metric` on the primary profile.")
+    other_value: float | None = Field(description="The same trial's value of the other metric.")
+
+
+class RateRow(_Strict):
+    """One eligible trial on the primary profile under both metrics."""
+
+    trial: str
+    recorded: float
+    recomputed: float | None
+    recorded_rank: int
+    recomputed_rank: int | None
+
+
+class RateGain(_Strict):
+    """Baseline -> recommendation gain on one profile under both metrics."""
+
+    profile: str
+    recorded_delta_pct: float
+    recomputed_delta_pct: float | None
+    baseline_recorded: float
+    baseline_recomputed: float | None
+    recommended_recorded: float
+    recommended_recomputed: float | None
+
+
+class RateAnalysis(_Strict):
+    """Selection redone with the other token-rate metric: does the conclusion hold?"""
+
+    recorded_metric: str = Field(default="total_tps", description="Metric selection used.")
+    other_metric: str = Field(description="tps_from_totals, or guidellm's mean when farm computed total_tps from totals.")
+    mismatched_runs: int = Field(description=f"Runs whose two rates differ by more than {RATE_TOLERANCE:.0%}.")
+    measured_runs: int
+    worst_mismatch_pct: float | None = Field(description="Largest (recorded - other) / other, in %.")
+    choices: list[RateChoice]
+    primary: list[RateRow]
+    gains: list[RateGain]
+    recommendation_changes: bool = Field(description="The other metric recommends another trial under the same strategy.")
+
+
+class Report(_Strict):
+    """Selection, its warnings and the rate analysis, with the results they came from."""
+
+    title: str
+    selection: Selection
+    warnings: list[ReportWarning]
+    rate_analysis: RateAnalysis | None
+    results: Results
+    slo: dict[str, str] = Field(default_factory=dict, description="Profile -> its SLOs in words.")
+    reference: ReferenceComparison | None = Field(default=None, description="farm's numbers beside the study's reference.")

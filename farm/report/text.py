@@ -1,0 +1,573 @@
+"""Rendering a report: text and markdown in the seed's shape, and the JSON object."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any, Callable
+
+from farm.analysis.plan import AUTO_MAX_PASSES
+from farm.analysis.records import RunRecord
+from farm.analysis.select import (
+    METRIC_LABELS,
+    STAT_LABELS,
+    STAT_METRICS,
+    pct_text,
+)
+from farm.errors import UserError
+from farm.report.checks import _fmt_pct, interval_text
+from farm.report.models import RATE_TOLERANCE, Report
+
+# --------------------------------------------------------------------------------------
+# JSON
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The object of `farm analyze --format json` (issue 3 point 3, plus the tables behind it)."""
+    sel = report.selection
+    rec = sel.recommended
+    trials = [t.model_dump(include={"id", "name", "engine", "model", "flags", "profile", "total_tps", "tps_from_totals",
+                                    "tpot_mean_ms", "success_rate", "repeats", "runs", "eligible", "reason", "stats",
+                                    "nodes", "node_control_of", "slo_broken"})
+              for t in sel.trials]
+    return {
+        "source": report.results.source,
+        "strategy": sel.strategy,
+        "metric": sel.metric,
+        "primary_profile": sel.primary_profile,
+        "min_success_rate": sel.min_success_rate,
+        "recommended": {"command": rec.command, "trial": rec.trial, "name": rec.name, "engine": rec.engine,
+                        "model": rec.model, "flags": rec.flags, "total_tps": rec.total_tps},
+        "baseline": sel.baseline.model_dump() if sel.baseline else None,
+        "best_trial": sel.best_trial,
+        "stepwise_trial": sel.stepwise_trial,
+        "trials": trials,
+        "comparison": [r.model_dump() for r in sel.comparison],
+        "unmeasured": [u.model_dump() for u in sel.unmeasured],
+        "engines": [e.model_dump() for e in sel.engines],
+        "engine_lead": sel.engine_lead.model_dump() if sel.engine_lead else None,
+        "steps": [s.model_dump() for s in sel.steps],
+        "warnings": [w.model_dump(include={"code", "trial", "profile", "message"}) for w in report.warnings],
+        "rate_analysis": report.rate_analysis.model_dump() if report.rate_analysis else None,
+        # issue 7: the evidence behind the recommendation
+        "alpha": sel.alpha,
+        "sequential": sel.sequential,
+        "verdicts": [v.model_dump() for v in sel.verdicts],
+        "cross_profile": sel.cross_profile.model_dump() if sel.cross_profile else None,
+        "nodes": sel.nodes.model_dump() if sel.nodes else None,
+        "pareto": sel.pareto,
+        "edges": [e.model_dump() for e in sel.edges],
+        "unseparated": sel.unseparated,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# text and markdown
+
+
+def _num(x: float | None, fmt: str = ".2f") -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
+def _signed(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.2f} %"
+
+
+class _Doc:
+    """The few constructs the report uses, in text or markdown."""
+
+    def __init__(self, markdown: bool):
+        self.md = markdown
+        self.lines: list[str] = []
+
+    def title(self, text: str) -> None:
+        self.lines += [f"# {text}", ""] if self.md else [text, "=" * len(text), ""]
+
+    def h(self, text: str) -> None:
+        self.lines += [f"## {text}", ""] if self.md else [text, "-" * len(text), ""]
+
+    def h3(self, text: str) -> None:
+        self.lines += [f"### {text}" if self.md else f"{text}:", ""]
+
+    def p(self, text: str) -> None:
+        self.lines += [text, ""]
+
+    def code(self, text: str) -> None:
+        body = text.splitlines()
+        self.lines += (["```", *body, "```"] if self.md else ["    " + line for line in body]) + [""]
+
+    def items(self, items: list[str]) -> None:
+        self.lines += [f"- {i}" for i in items] + [""]
+
+    def table(self, head: list[str], rows: list[list[str]]) -> None:
+        if not rows:
+            return
+        if self.md:
+            esc = lambda c: c.replace("|", "\\|")  # noqa: E731 - flag values can hold pipes
+            self.lines += ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
+            self.lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+        else:
+            widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+            fmt = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+            self.lines += [fmt(head), fmt(["-" * w for w in widths]), *[fmt(r) for r in rows]]
+        self.lines.append("")
+
+    def tick(self, text: str) -> str:
+        return f"`{text}`" if self.md else text
+
+    def text(self) -> str:
+        return "\n".join(self.lines).rstrip() + "\n"
+
+
+def pretty_command(command: str) -> str:
+    """One flag per line, as the seed prints its serve command."""
+    try:
+        args = shlex.split(command)
+    except ValueError:
+        return command
+    head = [a for a in args[: next((i for i, a in enumerate(args) if a.startswith("--")), len(args))]]
+    flags = args[len(head):]
+    return " \\\n    ".join([shlex.join(head)] + [shlex.quote(f) for f in flags])
+
+
+def _conclusion(doc: _Doc, report: Report) -> None:
+    sel = report.selection
+    rec = sel.recommended
+    verdict = sel.verdict()
+    if sel.strategy == "best" and verdict is not None and verdict.decision == "tie" and verdict.recommended != verdict.leader:
+        how = "the simplest of the trials the data cannot separate from the best by"
+    elif sel.strategy == "best":
+        how = "the global best of what was measured: highest"
+    else:
+        how = (f"the stepwise replay of grid {doc.tick(sel.step_grid or '')}, each step kept only if it raises the")
+    doc.h("Conclusion")
+    doc.p(f"Recommended configuration ({how} {METRIC_LABELS[sel.metric]} on the {doc.tick(sel.primary_profile)} "
+          f"profile among trials with a success rate of at least {pct_text(sel.min_success_rate)}; "
+          f"trial {doc.tick(rec.name or rec.trial)}):")
+    doc.code(pretty_command(rec.command))
+    if sel.baseline is None:
+        doc.p("No baseline: no engine-default trial was measured.")
+    else:
+        b = sel.baseline
+        doc.p(f"Benchmarks before and after (baseline {doc.tick(b.name or b.trial)}: {b.engine} {b.model} "
+              f"{' '.join(b.flags) or 'without flags'}):")
+        doc.table(["Profile", "Baseline total TPS", "Baseline mean TPOT (ms)", "Recommended total TPS", "Delta",
+                   "Recommended mean TPOT (ms)", f"Delta {_conf(sel.alpha)} CI, Holm p"],
+                  [[r.profile, _num(r.baseline_total_tps), _num(r.baseline_tpot_mean_ms), _num(r.recommended_total_tps),
+                    _signed(r.delta_pct), _num(r.recommended_tpot_mean_ms), _ci_cell(r.delta)] for r in sel.comparison])
+        notes = [f"{r.profile}: {r.note}" for r in sel.comparison if r.note]
+        notes += [f"{u.profile}: the {u.role} trial {doc.tick(u.trial)} has no number here: {u.reason}"
+                  for u in sel.unmeasured]
+        if notes:
+            doc.items(notes)
+    _verdict_paragraph(doc, report)
+    rate = report.rate_analysis
+    if rate and rate.recommendation_changes:
+        mine = {c.metric: c for c in rate.choices if c.strategy == sel.strategy}
+        other, recorded = mine[rate.other_metric], mine["total_tps"]
+        doc.p(f"Ranked by {METRIC_LABELS[rate.other_metric]} instead, the recommendation would be {doc.tick(other.trial)} "
+              f"({other.value:.2f} tok/s against {_num(recorded.other_value)} for {doc.tick(recorded.trial)}): "
+              f"{doc.tick(other.command)}; see \"Throughput: recorded vs {METRIC_LABELS[rate.other_metric]}\".")
+    counts: dict[str, int] = {}
+    for w in report.warnings:
+        counts[w.code] = counts.get(w.code, 0) + 1
+    if counts:
+        doc.p("Before trusting these numbers, see the checks below: "
+              + ", ".join(f"{doc.tick(c)} x{n}" for c, n in counts.items()) + ".")
+
+
+def _conf(alpha: float) -> str:
+    return f"{(1 - alpha) * 100:g} %"
+
+
+def _ci_cell(d) -> str:
+    if d is None:
+        return "n/a"
+    if d.ci_low_pct is None or d.ci_high_pct is None:
+        return "n/a (single runs)" if min(d.n_a, d.n_b) < 2 else "n/a"
+    mark = "" if d.significant is None else (" (significant)" if d.significant else " (not significant)")
+    return f"[{d.ci_low_pct:+.2f}, {d.ci_high_pct:+.2f}] %, p = {d.p_holm:.3g}{mark}"
+
+
+def _labels(report: Report) -> dict[str, str]:
+    return {t.id: t.name or t.id for t in report.selection.trials}
+
+
+def _verdict_paragraph(doc: _Doc, report: Report) -> None:
+    """Winner, tie or cannot-tell on the primary profile, in words, with the intervals behind it."""
+    sel = report.selection
+    v = sel.verdict()
+    if v is None:
+        return
+    name = _labels(report)
+    tick = lambda t: doc.tick(name.get(t, t))  # noqa: E731
+    cmp_text = "; ".join(f"{tick(c.a)} vs {tick(c.b)} ({' and '.join(c.roles).replace('_', '-')}): {interval_text(c)}"
+                         for c in v.comparisons)
+    family = f"\u03b1 = {v.alpha:g}, Welch, Holm over {len(v.comparisons)} comparison(s)"
+    if v.decision == "winner":
+        text = f"Evidence: {tick(v.winner)} wins on {doc.tick(v.profile)}, its lead is significant ({family}): {cmp_text}."
+    elif v.decision == "tie":
+        lead = v.comparisons[0]
+        text = (f"Evidence: no winner on {doc.tick(v.profile)} (a tie): the lead of {tick(v.leader)} over {tick(v.runner_up)} "
+                f"is {interval_text(lead)}, not significant ({family}). The data cannot separate "
+                f"{', '.join(tick(t) for t in v.tied)}; ")
+        if v.recommended == v.leader:
+            text += f"the leader {tick(v.leader)} is recommended, being also the simplest ({v.complexity.get(v.leader, 0)} non-default choices)."
+        else:
+            text += (f"the simplest of them, {tick(v.recommended)} ({v.complexity.get(v.recommended, 0)} non-default choices "
+                     f"against {v.complexity.get(v.leader, 0)} for {tick(v.leader)}), is recommended: extra flags "
+                     f"that buy no measurable throughput are not worth carrying.")
+        if sel.strategy == "best" and v.recommended != sel.recommended.trial:
+            text += f" (The {sel.strategy} strategy's choice differs: see above.)"
+    elif v.decision == "cannot_tell":
+        text = (f"Evidence: cannot tell on {doc.tick(v.profile)}: with a single run per trial there is no interval and "
+                f"no test; {tick(v.leader)} leads by its mean alone, unconfirmed ({cmp_text}).")
+    else:
+        text = f"Evidence: {tick(v.leader)} is the only eligible trial on {doc.tick(v.profile)}; there is nothing to compare."
+    if sel.strategy == "stepwise" and v.recommended != sel.recommended.trial:
+        text += (f" The stepwise replay recommends {tick(sel.recommended.trial)}; the statistics above are for the best "
+                 "of all trials.")
+    cp = sel.cross_profile
+    if cp is not None and cp.recommended is not None:
+        same = "the same configuration" if cp.recommended == sel.recommended.trial else doc.tick(name.get(cp.recommended, cp.recommended))
+        text += (f" One command for all {len(cp.profiles)} profiles (best worst case over the baseline): {same}; see "
+                 "\"One command for all workloads\".")
+    doc.p(text)
+    if sel.sequential:
+        doc.p(f"These runs come from `--repeats auto`, which looks at the data after every pass and stops when the "
+              f"ranking separates. Such optional stopping inflates the chance of a false winner, so every verdict here "
+              f"is judged at \u03b1 = {sel.alpha:g} per look (at most {AUTO_MAX_PASSES} looks: at most "
+              f"{sel.alpha * AUTO_MAX_PASSES:.0%} over all of them, Bonferroni).")
+
+
+def verdict_line(report: Report) -> str | None:
+    """The primary profile's verdict in one line (the end of a sweep prints it under the command)."""
+    sel = report.selection
+    v = sel.verdict()
+    if v is None:
+        return None
+    name = _labels(report)
+    runs = {t.id: t.repeats for t in sel.trials if t.profile == v.profile}
+    lead = v.comparisons[0] if v.comparisons else None
+    n = f"{runs.get(v.leader, 0)} vs {runs.get(v.runner_up, 0)} runs" if v.runner_up else ""
+    if v.decision == "winner":
+        return (f"{name[v.winner]} wins on {v.profile}: {interval_text(lead)} over the runner-up "
+                f"{name[v.runner_up]} ({n}, \u03b1 = {v.alpha:g})")
+    if v.decision == "tie":
+        return (f"no winner on {v.profile} (a tie): {name[v.leader]} leads {name[v.runner_up]} by {interval_text(lead)}, "
+                f"not significant ({n}, \u03b1 = {v.alpha:g}); recommending the simplest tied trial, {name[v.recommended]}")
+    if v.decision == "cannot_tell":
+        return f"cannot tell on {v.profile}: single runs give no interval; {name[v.leader]} leads by its mean alone"
+    return f"{name[v.leader]} is the only eligible trial on {v.profile}"
+
+
+def _cross(doc: _Doc, report: Report) -> None:
+    """One command across workloads: best worst case over the baseline, and what it costs per profile."""
+    cp = report.selection.cross_profile
+    if cp is None:
+        return
+    name = _labels(report)
+    doc.h("One command for all workloads")
+    if cp.recommended is None:
+        doc.p(f"No trial is eligible on every profile ({', '.join(cp.profiles)}), so none can serve them all.")
+        return
+    doc.p(f"The configuration with the best worst-case total throughput relative to the baseline "
+          f"{doc.tick(name.get(cp.baseline, cp.baseline))} over {', '.join(doc.tick(p) for p in cp.profiles)} is "
+          f"{doc.tick(name.get(cp.recommended, cp.recommended))}: at worst {_fmt_pct(cp.worst_case_pct)} "
+          f"(on {doc.tick(cp.worst_profile or '')}), geometric mean {_fmt_pct(cp.geomean_pct)}:")
+    doc.code(pretty_command(cp.command or ""))
+    doc.p("What it costs on each profile against that profile's own recommendation:")
+    doc.table(["Profile", "Profile's pick", "Its total TPS", "This command's total TPS", "vs baseline",
+               f"Cost vs profile's pick ({_conf(report.selection.alpha)} CI, Holm p)"],
+              [[c.profile, name.get(c.winner, c.winner), _num(c.winner_total_tps), _num(c.total_tps),
+                _fmt_pct(c.vs_baseline_pct), "none: it is the pick" if c.cost.a == c.cost.b else interval_text(c.cost)]
+               for c in cp.costs])
+    if cp.profiles_left_out:
+        doc.p(f"Left out (no eligible baseline there): {', '.join(cp.profiles_left_out)}.")
+    rows = [r for r in cp.ranking if r.comparable][:8]
+    if len(rows) > 1:
+        doc.p("Ranking by worst case (then geometric mean) over the baseline:")
+        doc.table(["Trial", "Worst case", "On", "Geometric mean"],
+                  [[name.get(r.trial, r.trial), _fmt_pct(r.worst_case_pct), r.worst_profile or "", _fmt_pct(r.geomean_pct)]
+                   for r in rows])
+    others = [r for r in cp.ranking if not r.comparable]
+    if others:
+        doc.p(f"{len(others)} trial(s) are not eligible or not measured on every profile and cannot serve them all.")
+
+
+def _stat_cell(t, metric: str) -> str:
+    st = t.stats.get(metric)
+    if st is None:
+        return "n/a"
+    if st.ci_low is None:
+        return f"{st.mean:.2f}"
+    return f"{st.mean:.2f} [{st.ci_low:.2f}, {st.ci_high:.2f}]"
+
+
+def _evidence(doc: _Doc, report: Report) -> None:
+    """Per profile: every trial's mean and interval of the four metrics, and the verdict."""
+    sel = report.selection
+    if not any(t.stats for t in sel.trials):
+        return
+    conf = f"{_conf(sel.alpha)}"
+    doc.h(f"Intervals and verdicts (mean [{conf} CI] over the repeats)")
+    by_profile: dict[str, list] = {}
+    for t in sel.trials:
+        by_profile.setdefault(t.profile, []).append(t)
+    verdicts = {v.profile: v for v in sel.verdicts}
+    name = _labels(report)
+    for profile, trials in by_profile.items():
+        doc.h3(profile)
+        front = set(sel.pareto.get(profile, []))
+        trials = sorted(trials, key=lambda t: -(t.total_tps or -1))
+        doc.table(["Trial", "Runs", *[STAT_LABELS[m] for m in STAT_METRICS], "Pareto", "Eligible"],
+                  [[t.name or t.id, str(t.repeats), *[_stat_cell(t, m) for m in STAT_METRICS],
+                    "yes" if t.id in front else "", "yes" if t.eligible else f"no: {t.reason}"] for t in trials])
+        v = verdicts.get(profile)
+        if v is not None:
+            doc.p(f"Verdict: {v.decision}; recommended {doc.tick(name.get(v.recommended, v.recommended))}. {v.reason}")
+        slo = report.slo.get(profile) if report.slo else None
+        if slo:
+            doc.p(f"SLOs of {profile}: {slo}.")
+
+
+def _nodes(doc: _Doc, report: Report) -> None:
+    nodes = report.selection.nodes
+    if nodes is None:
+        return
+    name = _labels(report)
+    doc.h(f"Nodes: the baseline on every node ({nodes.profile})")
+    doc.p(f"The baseline {doc.tick(name.get(nodes.trial, nodes.trial))} was run on {len(nodes.nodes)} nodes "
+          f"(node controls); a significant difference means the nodes themselves differ.")
+    doc.table(["Node", "Runs", "Total TPS mean [CI]", "vs other nodes"],
+              [[n.node, str(n.runs), f"{n.total_tps.mean:.2f}" + (f" [{n.total_tps.ci_low:.2f}, {n.total_tps.ci_high:.2f}]"
+                                                                     if n.total_tps.ci_low is not None else ""),
+                interval_text(n.vs_others)] for n in nodes.nodes])
+    doc.p("Nodes differ significantly." if nodes.effect else "No significant difference between nodes.")
+
+
+def _checks(doc: _Doc, report: Report) -> None:
+    doc.h("Checks")
+    if not report.warnings:
+        doc.p("No check failed.")
+        return
+    for code in dict.fromkeys(w.code for w in report.warnings):
+        doc.h3(code)
+        doc.items([(f"{doc.tick(w.trial)}" + (f" ({w.profile})" if w.profile else "") + ": " if w.trial else
+                    (f"({w.profile}) " if w.profile else "")) + w.message for w in report.warnings if w.code == code])
+
+
+def _rates(doc: _Doc, report: Report) -> None:
+    rate = report.rate_analysis
+    if rate is None:
+        return
+    sel = report.selection
+    other = METRIC_LABELS[rate.other_metric]
+    doc.h("Throughput: recorded vs " + other)
+    doc.p(f"{rate.mismatched_runs} of {rate.measured_runs} runs have a recorded total throughput more than "
+          f"{RATE_TOLERANCE * 100:.0f} % away from {other} (largest: {rate.worst_mismatch_pct:+.2f} %).")
+    doc.p(f"Eligible trials on {doc.tick(sel.primary_profile)} under both metrics:")
+    doc.table(["Trial", "Total TPS recorded", "Rank", other, "Rank"],
+              [[r.trial, _num(r.recorded), str(r.recorded_rank), _num(r.recomputed), str(r.recomputed_rank or "n/a")]
+               for r in rate.primary])
+    doc.p("What each metric recommends:")
+    doc.table(["Metric", "Strategy", "Trial", "Value", "Other metric", "Command"],
+              [[METRIC_LABELS[c.metric], c.strategy, c.trial, _num(c.value), _num(c.other_value), doc.tick(c.command)]
+               for c in rate.choices])
+    mine = [c for c in rate.choices if c.strategy == sel.strategy]
+    if rate.recommendation_changes:
+        doc.p(f"The conclusion depends on the metric: ranked by {other}, {sel.strategy} recommends "
+              f"{doc.tick(mine[1].trial)} instead of {doc.tick(mine[0].trial)}.")
+    else:
+        doc.p(f"Both metrics lead {sel.strategy} to the same trial.")
+    if rate.gains:
+        doc.p("Gain of the recommendation over the baseline under each metric:")
+        doc.table(["Profile", "Recorded", other, "Baseline (recorded / other)", "Recommended (recorded / other)"],
+                  [[g.profile, _signed(g.recorded_delta_pct), _signed(g.recomputed_delta_pct),
+                    f"{_num(g.baseline_recorded)} / {_num(g.baseline_recomputed)}",
+                    f"{_num(g.recommended_recorded)} / {_num(g.recommended_recomputed)}"] for g in rate.gains])
+
+
+def _conditions(doc: _Doc, report: Report) -> None:
+    res = report.results
+    doc.h("Conditions")
+    facts = [f"Source: {res.source}"]
+    if res.engine_versions:
+        facts.append("Engines: " + ", ".join(f"{e} {v}" for e, v in res.engine_versions.items()))
+    doc.items(facts)
+    doc.table(["Profile", "Dataset", "Input tokens", "Output tokens", "Request rate", "Total requests"],
+              [[name, p.dataset or "", str(p.input_tokens or ""), str(p.output_tokens or ""),
+                _num(p.request_rate, "g") if p.request_rate else "", str(p.total_requests)]
+               for name, p in res.profiles.items()])
+
+
+def _provenance(doc: _Doc, report: Report) -> None:
+    """What the numbers were measured with: versions, GPU, weights, and each engine's start."""
+    firsts: dict[str, RunRecord] = {}
+    for rec in report.results.records:
+        if rec.provenance is not None:
+            firsts.setdefault(rec.trial, rec)
+    if not firsts:
+        return
+    doc.h("Provenance")
+    seen = lambda attr: sorted({str(getattr(r.provenance, attr)) for r in firsts.values()  # noqa: E731
+                                if getattr(r.provenance, attr) is not None})
+    facts = [f"{label}: {', '.join(values)}" for label, values in
+             (("Engine versions", seen("engine_version")), ("Client", seen("client_version")), ("GPU", seen("gpu")),
+              ("Weights", seen("weights"))) if values]
+    if any(r.dummy_weights for r in firsts.values()):
+        facts.append("Dummy weights: the real architecture with random weights. Throughput and latency are the "
+                     "architecture's; output text, and anything that depends on it (speculative decoding's accepted "
+                     "tokens), are not, so farm recommends no speculative configuration from these runs.")
+    doc.items(facts)
+    doc.table(["Trial", "Node", "Engine start (s)", "Compile cache"],
+              [[r.label, r.node or "", _num(r.provenance.engine_start_s, ".0f"),
+                {True: "cold", False: "warm", None: ""}[r.provenance.engine_start_cold]] for r in firsts.values()])
+
+
+def _reference(doc: _Doc, report: Report) -> None:
+    ref = report.reference
+    if ref is None or not ref.rows:
+        return
+    doc.h(f"Against the {ref.label}")
+    if ref.note:
+        doc.p(ref.note)
+    doc.table(["Trial", "Profile", f"{ref.label}: reported TPS", f"{ref.label}: from its totals", "farm TPS (runs)",
+               "farm / totals"],
+              [[r.trial, r.profile if r.profile == r.reference_profile else f"{r.profile} ({r.reference_profile})",
+                _num(r.reference_reported_tps), _num(r.reference_totals_tps), f"{_num(r.farm_tps)} ({r.farm_runs})",
+                f"{r.ratio_to_totals:.2f}x" if r.ratio_to_totals is not None else ""] for r in ref.rows])
+
+
+def _engines(doc: _Doc, report: Report) -> None:
+    sel = report.selection
+    if not sel.engines:
+        return
+    doc.h(f"Engines on defaults ({sel.engine_comparison_profile})")
+    doc.table(["Engine", "Trial", "Model", "Total TPS", "Mean TPOT (ms)", "Eligible"],
+              [[e.engine, e.trial, e.model, _num(e.total_tps), _num(e.tpot_mean_ms), "yes" if e.eligible else "no"]
+               for e in sel.engines])
+    lead = sel.engine_lead
+    if lead:
+        line = (f"{lead.leader} is faster than {lead.runner_up} by {lead.total_tps_ahead:,.2f} tok/s "
+                f"({lead.total_tps_ahead_pct:.1f} %)")
+        if lead.tpot_lower_pct is not None:
+            rows = {e.engine: e for e in sel.engines}
+            line += (f"; mean TPOT {rows[lead.leader].tpot_mean_ms:.2f} ms vs {rows[lead.runner_up].tpot_mean_ms:.2f} ms, "
+                     f"{lead.tpot_lower_ms:.2f} ms lower ({lead.tpot_lower_pct:.2f} %)")
+        doc.p(line + ".")
+
+
+def _steps(doc: _Doc, report: Report) -> None:
+    sel = report.selection
+    if not sel.steps:
+        return
+    doc.h(f"Optimization steps (grid {sel.step_grid}, {sel.primary_profile})")
+    doc.table(["Step", "Builds on", "Adds", "Total TPS", "vs step before", "vs baseline", "Verdict", "Evidence"],
+              [[s.step, s.after or "", _adds(s, doc), _num(s.total_tps), _signed(s.delta_pct),
+                _signed(s.delta_vs_baseline_pct), f"{s.verdict}: {s.reason}" if s.reason else s.verdict,
+                _step_evidence(s)] for s in sel.steps])
+
+
+def _step_evidence(step) -> str:
+    if step.significance is None:
+        return ""
+    if step.significance == "cannot_tell":
+        return "cannot tell (single runs)"
+    return f"{step.significance.replace('_', ' ')}: {interval_text(step.delta)}"
+
+
+def _adds(step, doc: _Doc) -> str:
+    parts = (["another model"] if step.model_changed else []) + [doc.tick(f) for f in step.added_flags]
+    return ", ".join(parts) or ("engine defaults" if step.after is None else "")
+
+
+def _trials(doc: _Doc, report: Report) -> None:
+    sel = report.selection
+    doc.h("Trials")
+    doc.table(["Trial", "Engine", "Model", "Profile", "Runs", "Total TPS", "From totals", "Mean TPOT (ms)",
+               "Success", "Eligible"],
+              [[t.name or t.id, t.engine, t.model, t.profile, str(len(t.runs)), _num(t.total_tps), _num(t.tps_from_totals),
+                _num(t.tpot_mean_ms), pct_text(t.success_rate) if t.success_rate is not None else "n/a",
+                "yes" if t.eligible else f"no: {t.reason}"] for t in sel.trials])
+
+
+# The seed's "Serving Benchmark Result" block: (metric, label, format); None starts a section.
+_BLOCK: list[tuple[str | None, str, str]] = [
+    ("successful_requests", "Successful requests:", ".0f"),
+    ("max_concurrency", "Maximum request concurrency:", ".0f"),
+    ("duration_s", "Benchmark duration (s):", ".2f"),
+    ("total_input_tokens", "Total input tokens:", ".0f"),
+    ("total_output_tokens", "Total generated tokens:", ".0f"),
+    ("request_throughput", "Request throughput (req/s):", ".2f"),
+    ("output_tps", "Output token throughput (tok/s):", ".2f"),
+    ("peak_output_tps", "Peak output token throughput (tok/s):", ".2f"),
+    ("peak_concurrency", "Peak concurrent requests:", ".2f"),
+    ("total_tps", "Total Token throughput (tok/s):", ".2f"),
+    ("guidellm_total_tps_mean", "guidellm mean token rate (tok/s):", ".2f"),
+    ("slo_attainment", "SLO attainment (goodput):", ".3f"),
+    ("goodput_rps", "Goodput (req/s):", ".2f"),
+    (None, "Latency", ""),
+    ("latency_mean_s", "Mean Latency(s):", ".2f"),
+    ("latency_median_s", "Median Latency(s):", ".2f"),
+    ("latency_p95_s", "P95 Latency(s):", ".2f"),
+    ("latency_p99_s", "P99 Latency(s):", ".2f"),
+    (None, "Time to First Token", ""),
+    ("ttft_mean_ms", "Mean TTFT (ms):", ".2f"),
+    ("ttft_median_ms", "Median TTFT (ms):", ".2f"),
+    ("ttft_p95_ms", "P95 TTFT (ms):", ".2f"),
+    ("ttft_p99_ms", "P99 TTFT (ms):", ".2f"),
+    (None, "Time per Output Token (excl. 1st token)", ""),
+    ("tpot_mean_ms", "Mean TPOT (ms):", ".2f"),
+    ("tpot_median_ms", "Median TPOT (ms):", ".2f"),
+    ("tpot_p95_ms", "P95 TPOT (ms):", ".2f"),
+    ("tpot_p99_ms", "P99 TPOT (ms):", ".2f"),
+    (None, "Inter-token Latency", ""),
+    ("itl_mean_ms", "Mean ITL (ms):", ".2f"),
+    ("itl_median_ms", "Median ITL (ms):", ".2f"),
+    ("itl_p95_ms", "P95 ITL (ms):", ".2f"),
+    ("itl_p99_ms", "P99 ITL (ms):", ".2f"),
+]
+
+
+def benchmark_block(rec: RunRecord) -> str:
+    """One run in the seed's "Serving Benchmark Result" layout; metrics it lacks are left out, not invented."""
+    lines = [" Serving Benchmark Result ".center(50, "=")]
+    if not rec.measured:
+        lines.append(f"status: {rec.status.value}" + (f" ({rec.reason})" if rec.reason else ""))
+    for key, label, fmt in _BLOCK:
+        if key is None:
+            lines.append(label.center(50, "-"))
+        elif key in rec.metrics:
+            lines.append(f"{label:<41}{format(rec.metrics[key], fmt)}")
+    lines.append("=" * 50)
+    return "\n".join(lines)
+
+
+def _runs(doc: _Doc, report: Report) -> None:
+    doc.h("Runs")
+    for rec in report.results.records:
+        doc.h3(f"{rec.id} ({rec.label}, {rec.profile}" + (f", repeat {rec.repeat}" if rec.repeat else "") + ")")
+        doc.p(f"{rec.engine} {rec.model}, backend parameters:")
+        doc.code("\n".join(rec.flags) or "(none)")
+        doc.code(benchmark_block(rec))
+
+
+FORMATS = ("text", "markdown", "json")
+
+
+def render(report: Report, fmt: str = "text") -> str:
+    """`text`, `markdown` (adds each run's Serving Benchmark Result block) or `json`."""
+    if fmt == "json":
+        return json.dumps(report_json(report), indent=2) + "\n"
+    if fmt not in FORMATS:
+        raise UserError(f"unknown report format '{fmt}' (text, markdown, json)", key="--format")
+    doc = _Doc(markdown=fmt == "markdown")
+    doc.title(report.title)
+    sections: list[Callable[[_Doc, Report], None]] = [_conclusion, _checks, _cross, _evidence, _rates, _conditions,
+                                                      _provenance, _reference, _engines, _steps, _trials, _nodes]
+    for section in sections + ([_runs] if doc.md else []):
+        section(doc, report)
+    if not doc.md:
+        doc.p("(--format markdown adds each run's Serving Benchmark Result block.)")
+    return doc.text()

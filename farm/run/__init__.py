@@ -1,0 +1,1 @@
+"""The driver side of a sweep: Ray driver, passes, the Jobs API, metrics, preflight, views."""

@@ -1,0 +1,298 @@
+"""The sweep driver: one Ray actor per trial, at most N in flight, retries only where they help.
+
+Runs on the machine that calls `farm sweep` (local Ray started on demand) or inside a Ray job
+on the cluster's head. Every finished trial is logged to MLflow by its actor before the driver
+hears of it, so a driver that dies loses nothing: `--resume SWEEP_ID` runs only what is missing.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+import ray
+from ray.exceptions import RayActorError, RayError, RayTaskError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from actors.bench import BenchActor, TrackingUnavailable, TrialJob
+from farm.run import metrics, passes
+from farm.analysis import plan
+from farm.store import tracking
+from farm.engines import get_engine
+from farm.errors import UserError
+from farm.run.jobs import client_runtime_env, is_client_address, tag_sweep_with_submission
+from farm.analysis.results import TRANSIENT, Status, TrialResult
+from farm.secrets import redact_trial
+from farm.study.spec import EngineSpec, Study
+from farm.study.trial import Trial
+
+# The driver process needs little; the actor's own CPU holds the guidellm client.
+ACTOR_CPUS = 1
+
+
+@dataclass
+class SweepOutcome:
+    sweep_id: str
+    experiment_id: str
+    results: list[TrialResult] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    interrupted: bool = False
+
+
+def actor_name(sweep_id: str, trial: Trial, attempt: int) -> str:
+    """Readable in the Ray dashboard: engine, short id, what differs, sweep, attempt."""
+    differs = ",".join(f"{k}={v}" for k, v in trial.flags.items() if not isinstance(v, (dict, list)))[:60]
+    label = trial.name or differs or "default"
+    return f"{trial.engine}:{trial.id.split('-')[-1]}:{label}:{sweep_id[:8]}:a{attempt}"
+
+
+def check_capacity(trials: list[Trial], engines: Mapping[str, EngineSpec] | None = None) -> None:
+    """A trial that needs more GPUs than any node has (of its accelerator type, where the study
+    names one) would wait forever: refuse it now."""
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    most = max((r.get("GPU", 0) for r in nodes), default=0)
+    for t in trials:
+        if t.gpus > most:
+            raise UserError(f"trial {t.label} needs {t.gpus} GPU(s) on one node; the largest node has {int(most)}",
+                            key=f"trials.{t.id}")
+        accel = engines[t.engine].accelerator_type if engines and t.engine in engines and t.gpus else None
+        if not accel:
+            continue
+        fit = [r for r in nodes if r.get(f"accelerator_type:{accel}")]
+        if not fit:
+            known = sorted({k.split(":", 1)[1] for r in nodes for k in r if k.startswith("accelerator_type:")})
+            raise UserError(f"no node has GPUs of type {accel} (the cluster has: {', '.join(known) or 'none named'})",
+                            key="accelerator_type")
+        most_fit = max(r.get("GPU", 0) for r in fit)
+        if t.gpus > most_fit:
+            raise UserError(f"trial {t.label} needs {t.gpus} GPU(s) on one node; the largest {accel} node has "
+                            f"{int(most_fit)}", key=f"trials.{t.id}")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
+
+
+def _result_without_actor(job: TrialJob, exc: BaseException, node_id: str | None) -> TrialResult:
+    """The result of a trial whose actor gave none back.
+
+    The actor or its node died (`node_lost`, retried), the result could not be stored
+    (`connection_error`, retried), or farm itself failed inside the actor (`bench_failed`,
+    not retried: it would fail the same way again).
+    """
+    cause = exc.cause if isinstance(exc, RayTaskError) else None
+    if isinstance(exc, RayActorError) or not isinstance(exc, RayTaskError):
+        status, reason = Status.node_lost, f"actor or node lost: {type(exc).__name__}: {_first_line(exc)}"
+    elif isinstance(cause, TrackingUnavailable):
+        status, reason = Status.connection_error, str(cause)
+    else:
+        status, reason = Status.bench_failed, f"farm failed on the node: {type(cause or exc).__name__}: {_first_line(cause or exc)}"
+    trial = redact_trial(job.trial, get_engine(job.trial.engine).secret_flags(job.engine_spec))
+    now = time.time()
+    return TrialResult(sweep_id=job.sweep_id, trial=trial, status=status, reason=reason, attempt=job.attempt,
+                       node_id=node_id, previous_attempts=list(job.previous_attempts), started_at=now, finished_at=now)
+
+
+def _other_node(avoid: set[str], gpus: int) -> str | None:
+    """An alive node not in `avoid` that could hold a trial needing `gpus` GPUs (and one CPU)."""
+    for node in ray.nodes():
+        res = node.get("Resources", {})
+        if (node.get("Alive") and node["NodeID"] not in avoid and res.get("GPU", 0) >= gpus
+                and res.get("CPU", 0) >= ACTOR_CPUS):
+            return node["NodeID"]
+    return None
+
+
+def _attempt_line(result: TrialResult) -> str:
+    where = f" on node {result.node_id[:12]}" if result.node_id else ""
+    return f"attempt {result.attempt}{where}: {result.status.value}: {result.reason or ''}"[:1000]
+
+
+@dataclass
+class _Running:
+    job: TrialJob
+    actor: "ray.actor.ActorHandle"
+    placed: "ray.ObjectRef"  # resolves to the actor's node (kept to know where a lost actor was)
+    node_id: str | None = None
+
+
+def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
+               on_event: Callable[[str, TrialJob, TrialResult | None], None] = lambda *a: None,
+               log_lost: Callable[[TrialResult], None] = lambda r: None,
+               pins: Mapping[str, str] | None = None) -> list[TrialResult]:
+    """Run every job as an actor; returns one final result per trial, in job order.
+
+    `pins` (trial id -> Ray node id) holds a trial to one node (the baseline's node controls).
+
+    Retries only transient failures (`results.TRANSIENT`), up to `max_retries` times, each on
+    another node than the attempts before where one can take it (soft: if none can, anywhere).
+    A final result is in MLflow when this hears of it: logged by the actor, or here when the
+    actor is gone (`log_lost`).
+    """
+    pending = list(jobs)
+    running: dict[ray.ObjectRef, _Running] = {}
+    final: dict[str, TrialResult] = {}
+    tried_nodes: dict[str, set[str]] = {}
+    try:
+        while pending or running:
+            while pending and len(running) < max_in_flight:
+                job = pending.pop(0)
+                options: dict = dict(name=actor_name(job.sweep_id, job.trial, job.attempt),
+                                     num_gpus=job.trial.gpus, num_cpus=ACTOR_CPUS, max_concurrency=3)
+                if job.trial.gpus and job.engine_spec.accelerator_type:
+                    options["accelerator_type"] = job.engine_spec.accelerator_type  # only nodes with that GPU model
+                avoid = tried_nodes.get(job.trial.id, set())
+                target = _other_node(avoid, job.trial.gpus) if avoid else None
+                if target:
+                    options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=target, soft=True)
+                if (pins or {}).get(job.trial.id):  # a node control measures this node or nothing
+                    options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=pins[job.trial.id], soft=False)
+                actor = BenchActor.options(**options).remote(job.model_dump_json())
+                running[actor.run.remote()] = _Running(job, actor, actor.node.remote())
+                on_event("started", job, None)
+            done, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+            for item in running.values():
+                if item.node_id is None:
+                    ready, _ = ray.wait([item.placed], timeout=0)
+                    if ready:
+                        try:
+                            item.node_id = ray.get(item.placed)["node_id"]
+                            on_event("placed", item.job, None)
+                        except RayError:
+                            item.node_id = ""
+            for ref in done:
+                item = running.pop(ref)
+                job, actor = item.job, item.actor
+                from_actor = True
+                try:
+                    result = TrialResult.model_validate_json(ray.get(ref))
+                except RayError as exc:
+                    result, from_actor = _result_without_actor(job, exc, item.node_id or None), False
+                node = result.node_id or item.node_id
+                if node:
+                    tried_nodes.setdefault(job.trial.id, set()).add(node)
+                if result.status in TRANSIENT and job.attempt <= max_retries:
+                    ray.kill(actor, no_restart=True)
+                    on_event("retry", job, result)
+                    pending.append(job.model_copy(update={
+                        "attempt": job.attempt + 1,
+                        "previous_attempts": [*job.previous_attempts, _attempt_line(result)]}))
+                    continue
+                try:
+                    if result.status in TRANSIENT and from_actor:
+                        # Out of retries: the actor kept this one back; it is the last word now.
+                        try:
+                            ray.get(actor.record.remote())
+                        except RayError:  # the actor could not store it: the loss is still shown
+                            log_lost(result)
+                    elif not from_actor:
+                        # The actor died before it could log; the sweep must still show the loss.
+                        log_lost(result)
+                finally:
+                    ray.kill(actor, no_restart=True)
+                final[job.trial.id] = result
+                on_event("finished", job, result)
+    except BaseException:
+        # Ctrl-C or a crash: stop every engine before leaving (the actors' watchdogs are the
+        # second line of defence if this process is killed outright). A stopped trial ends as
+        # `cancelled` and is not logged, so a resumed sweep runs it again.
+        stops = [item.actor.stop.remote() for item in running.values()]
+        try:
+            ray.wait(stops, num_returns=len(stops), timeout=30)
+            # Let a trial that had just finished store its result rather than be cut off mid-upload.
+            ray.wait(list(running), num_returns=len(running), timeout=15)
+        finally:
+            for item in running.values():
+                ray.kill(item.actor, no_restart=True)
+        raise
+    return [final[j.trial.id] for j in jobs if j.trial.id in final]
+
+
+def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str, experiment: str,
+              address: str | None, resume: str | None, repeats: int | str, workdir: Path, command: str,
+              on_event: Callable[[str, TrialJob, TrialResult | None], None] = lambda *a: None,
+              on_sweep: Callable[[str], None] = lambda s: None,
+              on_pass: Callable[[plan.PassPlan], None] = lambda p: None,
+              only: set[str] | None = None) -> SweepOutcome:
+    """Run a sweep: every trial (`repeats` runs per profile, or 'auto'), the baseline once more on
+    every node when there are several (node controls), then the later passes of `--repeats auto`."""
+    from farm.run.preflight import check_resume
+
+    # An unknown or foreign sweep id is a user error: found before Ray starts.
+    point = check_resume(tracking_uri, resume, study, grid, trials) if resume else None
+    started_ray = False
+    if not ray.is_initialized():
+        if is_client_address(address):
+            with tempfile.TemporaryDirectory(prefix="farm-client-") as tmp:  # uploaded by ray.init
+                ray.init(address=address, log_to_driver=False, runtime_env=client_runtime_env(Path(tmp)))
+        elif address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(address="local", log_to_driver=False)  # never join a cluster `ray start` left running here
+            started_ray = True
+    try:
+        check_capacity(trials, study.engines)
+        if point is not None:
+            sweep_id, exp_id, done = point.sweep_id, point.experiment_id, point.finished
+            # Runs of trials that will run again (cut off, lost, cancelled) go, so that each
+            # trial id appears once among the sweep's child runs.
+            tracking.drop_unfinished_runs(tracking_uri, sweep_id)
+            tracking.reopen_sweep(tracking_uri, sweep_id)
+        else:
+            exp_id, sweep_id = tracking.start_sweep(tracking_uri, experiment, study, grid, trials,
+                                                    command=command, repeats=repeats)
+            done = set()
+        on_sweep(sweep_id)
+        tag_sweep_with_submission(tracking_uri, sweep_id)  # inside a Ray job: which job runs this sweep
+        outcome = SweepOutcome(sweep_id=sweep_id, experiment_id=exp_id)
+        # `only`: this call runs part of the sweep; the grid's other trials stay pending.
+        todo = [t for t in trials if t.id not in done and (only is None or t.id in only)]
+        outcome.skipped = [t.id for t in trials if t.id in done and (only is None or t.id in only)]
+        # The baseline once more on each node able to run trials, pinned there (farm/analysis/plan.py).
+        controls = [(t, node) for t, node in passes.node_controls(study, trials, ACTOR_CPUS)
+                    if t.id not in done and (only is None or plan.control_of(t.id) in only)]
+
+        def make_job(t: Trial, n: int, pass_index: int = 1) -> TrialJob:
+            # A later pass of --repeats auto gets its own directory and run order, and is appended
+            # to its trial's child run by the driver (farm/run/passes.py), not logged by its actor.
+            later = pass_index > 1
+            return TrialJob(sweep_id=sweep_id, trial=t, engine_spec=study.engines[t.engine],
+                            profiles={p: study.profiles[p] for p in t.profiles}, repeats=n,
+                            min_success_rate=study.min_success_rate,
+                            workdir=str(workdir / f"pass-{pass_index}" if later else workdir), order_seed=pass_index - 1,
+                            first_pass=not later,
+                            tracking_uri=None if later else tracking_uri, experiment_id=exp_id,
+                            parent_run_id=None if later else sweep_id)
+
+        jobs = [make_job(t, plan.first_pass_repeats(repeats)) for t in todo + [t for t, _ in controls]]
+        max_in_flight = study.grids[grid].max_concurrent_trials or study.max_concurrent_trials
+        # farm's metrics on Ray's Prometheus endpoint, for the dashboard's charts (farm/run/metrics.py)
+        on_event = metrics.watch(on_event, sweep_id, len(jobs))
+
+        def log_lost(result: TrialResult) -> None:
+            tracking.log_trial(tracking_uri, exp_id, sweep_id, result, None)
+
+        def pass_event(kind: str, job: TrialJob, result: TrialResult | None) -> None:
+            # A later pass's trial finishing is not one more trial of the sweep.
+            on_event("pass_finished" if kind == "finished" else kind, job, result)
+
+        try:
+            run_trials(jobs, max_in_flight=max_in_flight, max_retries=study.max_retries,
+                       on_event=on_event, log_lost=log_lost, pins={t.id: node for t, node in controls})
+            if plan.is_auto(repeats):
+                passes.run_auto(study, grid, trials, tracking_uri=tracking_uri, sweep_id=sweep_id, make_job=make_job,
+                                run_jobs=lambda js: run_trials(js, max_in_flight=max_in_flight,
+                                                               max_retries=study.max_retries, on_event=pass_event),
+                                on_pass=on_pass)
+        except KeyboardInterrupt:
+            outcome.interrupted = True
+            tracking.finish_sweep(tracking_uri, sweep_id, "killed")
+        outcome.results = tracking.load_results(tracking_uri, sweep_id)
+        return outcome
+    finally:
+        if started_ray:
+            ray.shutdown()
+

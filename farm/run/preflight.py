@@ -1,0 +1,222 @@
+"""Checks of a sweep's inputs that need the outside world, made before Ray starts or MLflow is written.
+
+The study itself is validated by `farm.spec` (pure). What remains is what the study and the
+command line point at: the benchmark datasets (when the sweep runs here), the tracking store,
+the Ray cluster, and the sweep to resume. Each failure is one `UserError` line naming the
+file or option, the key and the reason; nothing is started and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from farm.errors import UserError
+from farm.inputs import address_host_port, env_directory, tracking_uri as read_tracking_uri
+from farm.study.spec import Study
+from farm.study.trial import Trial
+
+PROBE_TIMEOUT_S = 3.0
+
+
+def check_datasets(study: Study, trials: list[Trial]) -> None:
+    """Every dataset file the trials' profiles read exists here (for a sweep on this machine;
+    on a cluster the files live on the nodes, and a trial whose node lacks one fails as
+    `dataset_missing`)."""
+    used = dict.fromkeys(p for t in trials for p in t.profiles)
+    for name in used:
+        path = study.profiles[name].data.resolved_path()
+        if path is not None and not path.is_file():
+            why = "is a directory, not a file" if path.is_dir() else "does not exist"
+            unset = sorted(set(re.findall(r"\$\{?(\w+)\}?", str(path))))
+            if unset:
+                why += f" ({', '.join(unset)} not set)"
+            raise UserError(f"dataset file {path} {why}", file=study.source, key=f"profiles.{name}.data.path")
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a `sqlite:///...` tracking URI (None for other stores)."""
+    if not uri.startswith("sqlite:"):
+        return None
+    path = uri[len("sqlite:"):]
+    path = path[3:] if path.startswith("///") else path.lstrip("/")
+    return Path(path.split("?", 1)[0]).expanduser() if path and path != ":memory:" else None
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return f"no answer within {PROBE_TIMEOUT_S:g} s"
+    if isinstance(exc, socket.gaierror):
+        return "unknown host"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+def check_tracking_uri(uri: str) -> None:
+    """The MLflow store can be reached (a server answers) or created (its directory exists); its
+    form (sqlite:///PATH or http(s)://) was checked by `farm.inputs`."""
+    key = "--tracking-uri"
+    read_tracking_uri(uri)  # the forms farm takes (a URI from a caller other than the CLI, too)
+    db = sqlite_path(uri)
+    if uri.startswith("sqlite:"):
+        if db is None:
+            raise UserError(f"'{uri}' names no database file (expected sqlite:///PATH)", key=key)
+        folder = db.parent if str(db.parent) else Path(".")
+        if not folder.is_dir():
+            raise UserError(f"the directory of the SQLite store does not exist: {folder}", key=key)
+        if db.exists() and not db.is_file():
+            raise UserError(f"the SQLite store {db} is not a file", key=key)
+        if db.is_file() and db.stat().st_size and not _is_sqlite(db):
+            raise UserError(f"{db} is not a SQLite database", key=key)
+        if not os.access(folder if not db.exists() else db, os.W_OK):
+            raise UserError(f"the SQLite store is not writable: {db if db.exists() else folder}", key=key)
+        return
+    parsed = urlparse(uri)
+    if parsed.scheme in ("http", "https"):
+        import httpx
+
+        try:
+            httpx.get(uri.rstrip("/") + "/health", timeout=PROBE_TIMEOUT_S)
+        except httpx.HTTPError as exc:
+            cause = exc.__cause__ or exc.__context__ or exc
+            while cause.__cause__ is not None or cause.__context__ is not None:
+                cause = cause.__cause__ or cause.__context__
+            raise UserError(f"cannot reach the MLflow server at {uri} ({_reason(cause)})", key=key) from None
+        _check_server_login(uri)
+
+
+def _check_server_login(uri: str) -> None:
+    """A server behind MLflow's auth app answers /health to anyone but refuses its API without a
+    login: found here, before a sweep starts, rather than as a 401 traceback from its first run.
+    MLflow's own client sends the credentials, from wherever MLflow reads them."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+    from mlflow.utils.credentials import read_mlflow_creds
+
+    try:
+        MlflowClient(uri).search_experiments(max_results=1)
+        return
+    except MlflowException as exc:
+        code = exc.get_http_status_code()
+    user = read_mlflow_creds().username  # MLFLOW_TRACKING_USERNAME or ~/.mlflow/credentials
+    key = "--tracking-uri"
+    if code == 401:
+        if not user and not os.environ.get("MLFLOW_TRACKING_TOKEN"):
+            raise UserError(f"the MLflow server at {uri} requires a login: set MLFLOW_TRACKING_USERNAME and "
+                            "MLFLOW_TRACKING_PASSWORD (or ~/.mlflow/credentials)", key=key)
+        raise UserError(f"the MLflow server at {uri} rejected the credentials of "
+                        f"{'user ' + repr(user) if user else 'MLFLOW_TRACKING_TOKEN'}", key=key)
+    if code == 403:
+        raise UserError(f"the MLflow server at {uri}: user {user!r} may not read experiments", key=key)
+    # any other answer: reachable a moment ago, so not a user mistake; the sweep meets it later
+
+
+def check_store_to_read(uri: str) -> None:
+    """A store that commands only read (report, status): reachable, and, for SQLite, already
+    there (opening a missing one would create an empty store and then say "no sweep")."""
+    check_tracking_uri(uri)
+    db = sqlite_path(uri)
+    if db is not None and not db.is_file():
+        raise UserError(f"there is no tracking store at {db}", key="--tracking-uri")
+
+
+def _tcp_probe(host: str, port: int) -> None:
+    with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
+        pass
+
+
+def check_ray_address(address: str) -> None:
+    """Something listens where `--address` points (the GCS, a Ray client server, or a dashboard)."""
+    key = "--address"
+    if address == "auto":
+        try:
+            from ray._private.services import canonicalize_bootstrap_address_or_die
+
+            address = canonicalize_bootstrap_address_or_die("auto")
+        except (ConnectionError, ImportError, ValueError) as exc:
+            raise UserError(f"no running Ray cluster found on this machine for 'auto' ({_reason(exc)})", key=key) from None
+    host, port = address_host_port(address)  # its form was checked where it was read (farm.inputs)
+    try:
+        _tcp_probe(host, port)
+    except OSError as exc:
+        raise UserError(f"cannot reach the Ray cluster at {address} ({_reason(exc)})", key=key) from None
+
+
+@dataclass
+class ResumePoint:
+    """Where a resumed sweep continues."""
+
+    sweep_id: str
+    experiment_id: str
+    finished: set[str]
+
+
+def check_resume(uri: str, sweep_id: str, study: Study, grid: str, trials: list[Trial]) -> ResumePoint:
+    """The sweep exists in this store and is of this study and grid, with the same trials."""
+    key = "--resume"
+    db = sqlite_path(uri)
+    if db is not None and not db.is_file():
+        # Opening a missing SQLite store would create it: say what is wrong instead.
+        raise UserError(f"no sweep with id '{sweep_id}': there is no tracking store at {db}", key=key)
+    from farm.store import tracking
+
+    run = tracking.get_sweep(uri, sweep_id)
+    if run is None:
+        raise UserError(f"no sweep with id '{sweep_id}' in {uri}", key=key)
+    tags = run.data.tags
+    if tags.get("farm.study") != study.name:
+        raise UserError(f"sweep {sweep_id} is of study '{tags.get('farm.study')}', not '{study.name}' "
+                        f"({study.source})", key=key)
+    if tags.get("farm.grid") != grid:
+        raise UserError(f"sweep {sweep_id} ran grid '{tags.get('farm.grid')}', not '{grid}'", key=key)
+    stored = _stored_trial_ids(uri, sweep_id)
+    if stored is not None:
+        now = {t.id for t in trials}
+        added, gone = now - stored, stored - now
+        if added or gone:
+            raise UserError(f"grid '{grid}' of {study.source} no longer expands to the trials of sweep {sweep_id} "
+                            f"({len(added)} new, {len(gone)} gone): the study changed since the sweep started; "
+                            f"start a new sweep", key=key)
+    return ResumePoint(sweep_id=sweep_id, experiment_id=run.info.experiment_id,
+                       finished=tracking.finished_trial_ids(uri, sweep_id))
+
+
+def _stored_trial_ids(uri: str, sweep_id: str) -> set[str] | None:
+    from farm.store import tracking
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = tracking.client(uri).download_artifacts(sweep_id, "sweep/trials.json", tmp)
+        except Exception:  # a sweep stored without its trial list: nothing to compare
+            return None
+        return {t["id"] for t in json.loads(Path(path).read_text())}
+
+
+def check_sweep(study: Study, trials: list[Trial], *, grid: str, address: str | None, tracking_uri: str,
+                resume: str | None) -> ResumePoint | None:
+    """Everything a sweep needs from outside farm, checked before anything starts."""
+    if address is None:
+        check_datasets(study, trials)
+        env_directory("FARM_CACHE_DIR")  # tokenizers, datasets and warm-up markers are written there
+    check_tracking_uri(tracking_uri)
+    if address is not None:
+        check_ray_address(address)
+    if resume:
+        return check_resume(tracking_uri, resume, study, grid, trials)
+    return None

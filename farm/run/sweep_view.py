@@ -1,0 +1,195 @@
+"""What `farm sweep` shows: the dry-run listing, live progress, the summary and the recommendation."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from pathlib import Path
+
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from farm.engines import get_engine
+from farm.engines.base import redact_args
+from farm.analysis.results import Status, TrialResult
+from farm.secrets import redact_flags
+from farm.study.spec import Study
+from farm.study.trial import Trial
+
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+
+
+def _flags_text(trial: Trial) -> str:
+    # Secret flag values are masked wherever a trial is shown (the defaults are known without the study).
+    flags = redact_flags(trial.flags, get_engine(trial.engine).secret_flag_names)
+    return " ".join(f"{k}={v}" for k, v in flags.items()) or "(engine defaults)"
+
+
+def print_dry_run(study: Study, grid: str, trials: list[Trial]) -> None:
+    """Every trial with its exact command line, one line each, ready to paste; nothing starts."""
+    from farm.study.grid import grid_costs
+
+    print(f"study {study.name} ({study.source}), grid {grid}: {len(trials)} trial(s), "
+          f"profiles {', '.join(study.grid_profiles(grid))}, primary {study.grid_primary_profile(grid)}")
+    print("cost of each grid at the seed's measured durations:")
+    for cost in grid_costs(study).values():
+        print(f"  {cost.line()}")
+    for t in trials:
+        engine = get_engine(t.engine)
+        spec = study.engines[t.engine]
+        argv = redact_args(engine.command(spec, t, port=8000), engine.secret_flags(spec))
+        print()
+        print(f"{t.id}  {t.name or ''}".rstrip())
+        print(f"  engine={t.engine} model={t.model} gpus={t.gpus} flags: {_flags_text(t)}")
+        print(f"  {shlex.join(argv)}")
+
+
+def _primary_tps(result: TrialResult, profile: str) -> float | None:
+    values = [r.metrics.total_tps for r in result.runs_of(profile) if r.metrics is not None]
+    return sum(values) / len(values) if values else None
+
+
+def print_summary(study: Study, grid: str, results: list[TrialResult]) -> None:
+    for profile in study.grid_profiles(grid):
+        table = Table(title=f"profile {profile}", title_justify="left")
+        for col in ("trial", "status", "total tok/s", "output tok/s", "TTFT mean ms", "TPOT mean ms", "success"):
+            table.add_column(col, justify="left" if col in ("trial", "status") else "right")
+        for res in results:
+            runs = [r for r in res.runs_of(profile) if r.metrics is not None]
+            status = next((r.status.value for r in res.runs_of(profile) if r.status != Status.ok), None) \
+                or (res.status.value if not res.runs_of(profile) else "ok")
+
+            def avg(attr: str) -> str:
+                vals = [getattr(r.metrics, attr) for r in runs if getattr(r.metrics, attr) is not None]
+                return f"{sum(vals) / len(vals):,.1f}" if vals else "-"
+            success = f"{sum(r.metrics.success_rate for r in runs) / len(runs):.1%}" if runs else "-"
+            table.add_row(f"{res.trial.label} {_flags_text(res.trial)}", status, avg("total_tps"),
+                          avg("output_tps"), avg("ttft_mean_ms"), avg("tpot_mean_ms"), success)
+        console.print(table)
+    print_failures(results)
+
+
+FAILURE_TAIL_LINES = 4
+# Failures the engine's own log explains (for the others, the reason says it all).
+ENGINE_FAILURES = {Status.invalid_flags, Status.oom, Status.engine_crashed, Status.engine_failed_to_start,
+                   Status.port_in_use}
+
+
+def print_failures(results: list[TrialResult]) -> None:
+    """Why each failed trial failed, with the last lines of its engine log (all of it is in MLflow)."""
+    failed = [r for r in results if r.status != Status.ok]
+    if not failed:
+        return
+    console.print(f"\n{len(failed)} trial(s) failed:")
+    for res in failed:
+        where = f" on {res.node}" if res.node else ""
+        console.print(f"  {res.status.value:<22} {res.trial.label} ({_flags_text(res.trial)}), attempt {res.attempt}{where}: "
+                      f"{res.reason or ''}", markup=False)
+        for line in res.previous_attempts:
+            console.print(f"      earlier {line}", markup=False)
+        if res.status not in ENGINE_FAILURES:
+            continue  # the engine was fine: its last lines are farm stopping it
+        tail = [line for line in res.log_tail.splitlines() if line.strip()][-FAILURE_TAIL_LINES:]
+        for line in tail:
+            console.print(f"      | {line[:300]}", markup=False)
+
+
+def _without_trial_options(command: str) -> str:
+    """`command` without its `--trial` options: the resume of a sweep run in pieces runs the rest."""
+    words, out, skip = shlex.split(command), [], False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == "--trial":
+            skip = True
+        elif not word.startswith("--trial="):
+            out.append(word)
+    return shlex.join(out)
+
+
+def resume_command(command: str, sweep_id: str) -> str:
+    """`command` with `--resume SWEEP_ID` (replacing a --resume it already had)."""
+    words = shlex.split(command)
+    out, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+            continue
+        if word == "--resume":
+            skip = True
+            continue
+        if word.startswith("--resume="):
+            continue
+        out.append(word)
+    return shlex.join(out + ["--resume", sweep_id])
+
+
+def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tracking_uri, experiment, resume,
+                   repeats: int, workdir: Path, command: str, only: set[str] | None = None) -> None:
+    from farm.run import driver
+    from farm.store import tracking
+
+    uri = tracking_uri or tracking.default_tracking_uri()
+    from farm.analysis.plan import control_of
+
+    state = {"done": 0, "t0": time.monotonic(), "total": len(trials) if only is None else len(only)}
+
+    def on_sweep(sweep_id: str) -> None:
+        state["sweep"] = sweep_id
+        console.print(f"sweep [bold]{sweep_id}[/] - {state['total']} trial(s) of grid {grid}, {repeats} repeat(s); "
+                      f"tracking {uri}")
+
+    def on_event(kind: str, job, result) -> None:
+        elapsed = time.monotonic() - state["t0"]
+        if kind == "started":
+            if control_of(job.trial.id) and job.attempt == 1:
+                state["total"] += 1  # the baseline repeated on one node (a node control)
+            console.print(f"[{elapsed:6.0f}s] start   {job.trial.label} ({_flags_text(job.trial)}) attempt {job.attempt}")
+        elif kind == "retry":
+            console.print(f"[{elapsed:6.0f}s] retry   {job.trial.label}: {result.status.value} ({result.reason})",
+                          markup=False)
+        elif kind == "finished":
+            state["done"] += 1
+            tps = _primary_tps(result, study.grid_primary_profile(grid))
+            extra = f"{tps:,.0f} tok/s on {study.grid_primary_profile(grid)}" if tps else (result.reason or "")
+            console.print(f"[{elapsed:6.0f}s] [{state['done']}/{state['total']}] {result.status.value:<22} "
+                          f"{job.trial.label}: {extra}")
+        elif kind == "pass_finished":
+            console.print(f"[{elapsed:6.0f}s] pass {job.order_seed + 1} {result.status.value:<15} {job.trial.label}: "
+                          f"{len(result.runs)} more run(s)")
+
+    def on_pass(p) -> None:
+        elapsed = time.monotonic() - state["t0"]
+        head = f"[{elapsed:6.0f}s] repeats auto, "
+        if p.done:
+            console.print(head + f"done after {p.pass_index - 1} pass(es), {p.spent} of {p.budget} runs: {p.reason}",
+                          markup=False)
+        else:
+            console.print(head + f"pass {p.pass_index} ({p.runs} runs, {p.spent} of {p.budget} spent): {p.reason}",
+                          markup=False)
+
+    try:
+        outcome = driver.run_sweep(study, grid, trials, tracking_uri=uri, experiment=experiment or study.experiment_name,
+                                   address=address, resume=resume, repeats=repeats, workdir=workdir, command=command,
+                                   on_event=on_event, on_sweep=on_sweep, on_pass=on_pass, only=only)
+    except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read
+        console.print("interrupted" + ("; resume with:" if state.get("sweep") else " before the sweep started"))
+        if state.get("sweep"):
+            print(f"  {resume_command(command, state['sweep'])}", flush=True)
+        raise SystemExit(130) from None
+    if outcome.skipped:
+        console.print(f"resumed: {len(outcome.skipped)} trial(s) already finished were not run again")
+    print_summary(study, grid, outcome.results)
+    if outcome.interrupted:
+        console.print("interrupted: engines stopped, sweep marked killed. Resume with:")
+        print(f"  {resume_command(command, outcome.sweep_id)}", flush=True)  # one line, never wrapped: it is pasted
+        raise SystemExit(130)
+    from farm.run.sweep_report import finish
+
+    pending = [t for t in trials if t.id not in {r.trial.id for r in outcome.results}]
+    finish(study, grid, outcome, uri, pending=pending)
+    if pending:
+        console.print(f"{len(pending)} trial(s) of the grid not run yet; run them with:")
+        print(f"  {resume_command(_without_trial_options(command), outcome.sweep_id)}", flush=True)

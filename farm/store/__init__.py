@@ -1,0 +1,1 @@
+"""Where a sweep is kept: MLflow (the tag and artifact names in one module)."""

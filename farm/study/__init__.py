@@ -1,0 +1,1 @@
+"""The study: its schema (spec), engine-neutral knobs, the grid and the trials it expands to."""

@@ -1,0 +1,247 @@
+"""Expand a named grid of a study into trials: cartesian product per block, exclusions, stable ids.
+
+A block crosses its flag `axes` with its `knob_axes`; engine-neutral knobs (farm/study/knobs.py) are
+rendered by the block's engine adapter into that engine's flags, after the `quantization` knob
+has picked the model variant. `grid_cost` estimates what a grid costs before it runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from farm.engines import get_engine
+from farm.errors import SpecError
+from farm.study.knobs import KNOBS, KnobError, describe, parse_knob
+from farm.study.spec import GridBlock, Study, check_grid_name
+from farm.study.trial import Trial, trial_id
+
+
+def _matches(combo: dict[str, Any], rule: dict[str, Any]) -> bool:
+    for key, value in rule.items():
+        if key not in combo:
+            return False
+        if key in KNOBS:
+            try:
+                value = parse_knob(key, value)
+            except KnobError:
+                return False
+        if combo[key] != value:
+            return False
+    return True
+
+
+def _block_combos(block: GridBlock) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(flags, knobs) of every combination the block keeps, in axis order."""
+    flag_names = list(block.axes)
+    knob_names = list(block.knob_axes)
+    combos = []
+    for values in itertools.product(*(block.axes[n] for n in flag_names), *(block.knob_axes[n] for n in knob_names)):
+        flags = {**block.flags, **dict(zip(flag_names, values[: len(flag_names)]))}
+        knobs = {**block.knobs, **dict(zip(knob_names, values[len(flag_names):]))}
+        if any(_matches({**flags, **knobs}, rule) for rule in block.exclude):
+            continue
+        combos.append((flags, knobs))
+    return combos
+
+
+def resolve_quantization(study: Study, model_key: str, quantization: str | None) -> tuple[str, str | None]:
+    """The model to serve for the `quantization` knob, and what remains for the engine to do.
+
+    A variant of the same family (`variant_of`) with that quantization is used as is; an
+    unquantized model with no such variant leaves the method to the engine's online
+    quantization. Raises `KnobError` when neither can give what was asked.
+    """
+    if quantization is None:
+        return model_key, None
+    model = study.models[model_key]
+    base = model.variant_of or model_key
+    family = [base] + [k for k, m in study.models.items() if m.variant_of == base]
+    wanted = None if quantization == "none" else quantization
+    for key in family:
+        if study.models[key].quantization == wanted:
+            return key, None
+    if wanted is None:
+        raise KnobError("quantization", f"model '{model_key}' has no unquantized variant in the study")
+    if model.quantization is not None:
+        raise KnobError("quantization", f"model '{model_key}' is already {model.quantization}-quantized and the "
+                        f"study has no {wanted} variant of it")
+    return model_key, wanted
+
+
+def expand(study: Study, grid: str) -> list[Trial]:
+    """All trials of `grid`, in grid order, duplicates (same id) kept once."""
+    check_grid_name(study, grid)
+    spec = study.grids[grid]
+    profiles = study.grid_profiles(grid)
+    trials: list[Trial] = []
+    seen: dict[str, str] = {}
+    for b, block in enumerate(spec.blocks):
+        where = f"grids.{grid}.blocks[{b}]"
+        engine = get_engine(block.engine)
+        engine_spec = study.engines[block.engine]
+        combos = _block_combos(block)
+        if block.name and len(combos) * len(block.models) > 1:
+            raise SpecError("a named block must expand to exactly one trial", file=study.source, key=f"{where}.name")
+        for block_model in block.models:
+            for combo_flags, combo_knobs in combos:
+                knobs = {k: v for k, v in combo_knobs.items() if v is not None}
+                taken = {**{f: f"grid key {where}.flags" for f in combo_flags},
+                         **{f: f"engines.{block.engine}.flags" for f in engine_spec.flags}}
+                try:
+                    model_key, online = resolve_quantization(study, block_model, knobs.get("quantization"))
+                    rendered = engine.render_knobs({**knobs, "quantization": online}, taken)
+                except KnobError as exc:
+                    if exc.unsupported and block.skips(exc.knob, engine_spec):
+                        continue
+                    section = "knob_axes" if exc.knob in block.knob_axes else "knobs"
+                    raise SpecError(f"engine '{block.engine}' cannot express {exc.knob}={describe(knobs.get(exc.knob))}: "
+                                    f"{exc.reason}", file=study.source, key=f"{where}.{section}.{exc.knob}") from None
+                model = study.models[model_key]
+                flags = {**combo_flags, **rendered}
+                all_flags = {**engine_spec.flags, **flags}
+                try:
+                    gpus = 0 if engine_spec.device == "cpu" else engine.gpus(all_flags)
+                except ValueError as exc:
+                    raise SpecError(str(exc), file=study.source, key=where) from None
+                tid = trial_id(block.engine, model.name, all_flags, model.weights)
+                if tid in seen:
+                    continue
+                seen[tid] = block.name or tid
+                trials.append(
+                    Trial(
+                        id=tid,
+                        name=block.name,
+                        engine=block.engine,
+                        model_key=model_key,
+                        model=model.name,
+                        tokenizer=model.tokenizer,
+                        flags=flags,
+                        required_flags=dict(engine_spec.flags),
+                        knobs=knobs,
+                        weights=model.weights,
+                        profiles=profiles,
+                        profile_repeats=dict(block.profile_repeats),
+                        gpus=gpus,
+                        after=block.after,
+                        index=len(trials),
+                    )
+                )
+    if not trials:
+        raise SpecError("the grid expands to no trials (every combination excluded or skipped)", file=study.source,
+                        key=f"grids.{grid}")
+    names = {t.name for t in trials if t.name}
+    for t in trials:
+        if t.after and t.after not in names:
+            raise SpecError(f"'after' names unknown step '{t.after}'", file=study.source, key=f"grids.{grid}.blocks[{t.index}].after")
+    return trials
+
+
+def select_trials(trials: list[Trial], wanted: tuple[str, ...] | list[str], *, key: str) -> set[str]:
+    """Ids of the trials named (by name or id) in `wanted`; a name the grid does not have is an error."""
+    by_name = {t.name: t.id for t in trials if t.name}
+    ids = {t.id for t in trials}
+    out: set[str] = set()
+    for name in wanted:
+        if name in ids:
+            out.add(name)
+        elif name in by_name:
+            out.add(by_name[name])
+        else:
+            known = ", ".join([t.name or t.id for t in trials][:12])
+            raise SpecError(f"no trial '{name}' in this grid (it has: {known}{', ...' if len(trials) > 12 else ''})",
+                            key=key)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Cost before running
+
+# Seconds one benchmark run of each profile took in the seed (shared/reference/seed-results.json,
+# `runs[].metrics.duration_s`, one H200): the longest measured run of the profile, over both
+# engines and all configurations, so the estimate errs high (sharegpt: the slower engine's default
+# run; the others: the BF16 baseline).
+SEED_PROFILE_SECONDS: dict[str, float] = {
+    "sharegpt": 124.99,
+    "throughput": 40.37,
+    "long_context": 73.72,
+    "generation_heavy": 57.74,
+}
+# Per benchmark run beyond the benchmark itself: guidellm's start and report (about 2 s in-process,
+# 17 s as a CLI on 2 cores, DESIGN.md) and the prefix-cache reset.
+RUN_OVERHEAD_S = 15.0
+
+
+class GridCost(BaseModel):
+    """What a grid costs at the seed's measured durations (an estimate, printed by `farm sweep --dry-run`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    grid: str
+    trials: int
+    runs: int = Field(description="Benchmark runs: trials x profiles x repeats.")
+    gpus_max: int = Field(description="Most GPUs one trial needs on one node.")
+    gpu_hours: float = Field(description="Sum over trials of GPUs x (engine start + runs).")
+    trial_hours: float = Field(description="Sum over trials of engine start + runs: the time on one slot, serially.")
+    trials_by_engine: dict[str, int]
+    profile_seconds: dict[str, float] = Field(description="Seconds assumed per run of each profile.")
+    profile_sources: dict[str, str] = Field(description="Where each profile's seconds come from.")
+    start_overhead_s: dict[str, float] = Field(description="Seconds assumed from launch to ready, per engine.")
+    run_overhead_s: float
+
+    def line(self) -> str:
+        engines = ", ".join(f"{n} {e}" for e, n in self.trials_by_engine.items())
+        return (f"{self.grid}: {self.trials} trials ({engines}), {self.runs} runs, up to {self.gpus_max} GPU(s) "
+                f"per trial, ~{self.gpu_hours:.1f} GPU-hours at the seed's measured durations")
+
+
+def _profile_seconds(study: Study, name: str, durations: Mapping[str, float]) -> tuple[float, str]:
+    if name in durations:
+        return float(durations[name]), "seed-results.json (longest measured run)"
+    profile = study.profiles[name]
+    if profile.max_seconds:
+        return float(profile.max_seconds), "the profile's max_seconds (no measured duration)"
+    return 600.0, "assumed 600 s (no measured duration, no max_seconds)"
+
+
+def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = None,
+              run_overhead_s: float = RUN_OVERHEAD_S) -> GridCost:
+    """Size and estimated GPU-hours of `grid`: each trial starts its engine once
+    (`Engine.start_overhead_s`), then runs every profile `study.repeats` times (for 'auto': the
+    first pass; later passes are bounded by the study's run budget)."""
+    from farm.analysis.plan import first_pass_repeats
+
+    repeats = first_pass_repeats(study.repeats)
+    durations = SEED_PROFILE_SECONDS if durations is None else durations
+    trials = expand(study, grid)
+    profiles = study.grid_profiles(grid)
+    seconds = {p: _profile_seconds(study, p, durations) for p in profiles}
+    starts: dict[str, float] = {}
+    gpu_s = trial_s = 0.0
+    by_engine: dict[str, int] = {}
+    for trial in trials:
+        start = starts.setdefault(trial.engine, get_engine(trial.engine).start_overhead_s)
+        one = start + repeats * sum(seconds[p][0] + run_overhead_s for p in trial.profiles)
+        trial_s += one
+        gpu_s += one * trial.gpus
+        by_engine[trial.engine] = by_engine.get(trial.engine, 0) + 1
+    return GridCost(
+        grid=grid,
+        trials=len(trials),
+        runs=sum(len(t.profiles) for t in trials) * repeats,
+        gpus_max=max(t.gpus for t in trials),
+        gpu_hours=round(gpu_s / 3600, 2),
+        trial_hours=round(trial_s / 3600, 2),
+        trials_by_engine=by_engine,
+        profile_seconds={p: s for p, (s, _) in seconds.items()},
+        profile_sources={p: src for p, (_, src) in seconds.items()},
+        start_overhead_s=starts,
+        run_overhead_s=run_overhead_s,
+    )
+
+
+def grid_costs(study: Study) -> dict[str, GridCost]:
+    """`grid_cost` of every grid of the study."""
+    return {name: grid_cost(study, name) for name in study.grids}
