@@ -26,7 +26,7 @@ from farm.analysis.stats import (
 
 
 def test_pure_layer_imports_neither_ray_nor_mlflow():
-    code = "import sys, farm.stats; bad = [m for m in ('ray', 'mlflow') if m in sys.modules]; print(bad); sys.exit(bool(bad))"
+    code = "import sys, farm.analysis.stats; bad = [m for m in ('ray', 'mlflow') if m in sys.modules]; print(bad); sys.exit(bool(bad))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

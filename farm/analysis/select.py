@@ -8,7 +8,7 @@ requests its profile asked for succeeded. Two strategies:
 - `stepwise`: the seed's method replayed along the ordered steps of a grid: engines on defaults,
   then each optimization on top of the step it names in `after`, kept only if it beats that step.
 
-With repeats, every difference is judged with farm.stats: per trial and profile the mean and a
+With repeats, every difference is judged with farm.analysis.stats: per trial and profile the mean and a
 confidence interval of throughput, TTFT and TPOT; on each profile the leader against the
 runner-up and the baseline (relative difference with its interval, Holm over the comparisons).
 `best` recommends a winner only when its lead is significant; otherwise it is a tie and the

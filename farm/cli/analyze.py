@@ -1,6 +1,6 @@
 """`farm analyze`: selection and report over recorded results; no engine runs.
 
-Usable on its own (`python -m farm.commands.analyze --results FILE`) and as a subcommand of `farm`.
+Usable on its own (`python -m farm.cli.analyze --results FILE`) and as a subcommand of `farm`.
 """
 
 from __future__ import annotations

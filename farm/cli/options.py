@@ -65,7 +65,7 @@ def echo_user_error(exc: inputs.UserError) -> None:
 
 
 class OneLineErrors(click.Command):
-    """A command run on its own (`python -m farm.commands.analyze`): a `UserError`, from an
+    """A command run on its own (`python -m farm.cli.analyze`): a `UserError`, from an
     option or the command's body, is the same one line and exit 2 as under the `farm` group."""
 
     def main(self, *args, **kwargs):
