@@ -138,7 +138,7 @@ def test_auto_appends_the_later_pass_to_each_trials_one_child_run(auto_sweep):
     children = client.search_runs([exp.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{sweep_id}'")
     assert len(children) == 2
     for child in children:
-        assert child.data.tags["farm.run.passes"] == "2" and child.data.tags["farm.status"] == "ok"
+        assert child.data.tags["farm.passes"] == "2" and child.data.tags["farm.status"] == "ok"
         steps = sorted(m.step for m in client.get_metric_history(child.info.run_id, "smoke_chat/runs/total_tps"))
         assert steps == [0, 1, 2, 3, 4]
         assert sorted(m.step for m in client.get_metric_history(child.info.run_id, "smoke_chat/total_tps")) == [0, 1]
