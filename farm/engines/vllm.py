@@ -167,6 +167,9 @@ class VLLMEngine(Engine):
         FailurePattern(r"(Bfloat16 is only supported on GPUs with compute capability|"
                        r"Invalid kv_cache_dtype|does not support (?:the )?kv.cache.dtype)", "invalid_flags",
                        "unsupported dtype for this GPU or attention backend"),
+        # vLLM's CPU build keeps an FP8 KV cache only with AVX-512 or AMX (seen on an AMD EPYC with AVX2).
+        FailurePattern(r"FP8 KV cache on CPU requires [^\n]*", "invalid_flags",
+                       "this CPU cannot hold an FP8 KV cache"),
         FailurePattern(r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len",
                        "invalid_flags", "max-model-len is longer than the model supports"),
         FailurePattern(r"(To serve at least one request with the models?'s max seq len \(\d+\).*larger than the "
