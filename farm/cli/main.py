@@ -71,11 +71,12 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     if dry_run:
         print_dry_run(study, grid, [t for t in trials if selected is None or t.id in selected])
         return
-    if only and (address and is_jobs_address_str(address) or repeats == "auto"):
+    from farm.run.jobs import (check_tracking_for_cluster, enable_client_token, is_client_address, is_jobs_address,
+                               submit_from_cli)
+
+    if only and (is_jobs_address(address) or repeats == "auto"):
         raise UserError("--trial runs part of a sweep from this machine; it does not combine with "
                         "--address http://... or --repeats auto", key="--trial")
-    from farm.run.jobs import (check_tracking_for_cluster, enable_client_token, is_client_address, is_jobs_address,
-                           submit_from_cli)
 
     if is_jobs_address(address):
         # The Ray Jobs API: the sweep runs on the head as a Ray job; this side submits and follows it.
@@ -105,10 +106,6 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     run_and_report(study, grid, trials, address=address, tracking_uri=tracking_uri, experiment=experiment,
                    resume=resume, repeats=repeats or study.repeats, workdir=node_workdir, command=argv,
                    only=selected)
-
-
-def is_jobs_address_str(address: str) -> bool:
-    return address.startswith(("http://", "https://"))
 
 
 def _check_options_apply(study, *, address, repeats, run_budget, no_wait) -> None:
