@@ -34,7 +34,7 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial]) -> None:
     print(f"study {study.name} ({study.source}), grid {grid}: {len(trials)} trial(s), "
           f"profiles {', '.join(study.grid_profiles(grid))}, primary {study.grid_primary_profile(grid)}")
     print("cost of each grid at the seed's measured durations:")
-    for cost in grid_costs(study).values():
+    for cost in grid_costs(study, {grid: trials}).values():
         print(f"  {cost.line()}")
     for t in trials:
         engine = get_engine(t.engine)

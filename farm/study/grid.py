@@ -207,15 +207,16 @@ def _profile_seconds(study: Study, name: str, durations: Mapping[str, float]) ->
 
 
 def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = None,
-              run_overhead_s: float = RUN_OVERHEAD_S) -> GridCost:
+              run_overhead_s: float = RUN_OVERHEAD_S, trials: list[Trial] | None = None) -> GridCost:
     """Size and estimated GPU-hours of `grid`: each trial starts its engine once
     (`Engine.start_overhead_s`), then runs every profile `study.repeats` times (for 'auto': the
-    first pass; later passes are bounded by the study's run budget)."""
+    first pass; later passes are bounded by the study's run budget). `trials`: the grid already
+    expanded (a 10,000-trial grid takes a second to expand)."""
     from farm.analysis.plan import first_pass_repeats
 
     repeats = first_pass_repeats(study.repeats)
     durations = SEED_PROFILE_SECONDS if durations is None else durations
-    trials = expand(study, grid)
+    trials = expand(study, grid) if trials is None else trials
     profiles = study.grid_profiles(grid)
     seconds = {p: _profile_seconds(study, p, durations) for p in profiles}
     starts: dict[str, float] = {}
@@ -242,6 +243,7 @@ def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = N
     )
 
 
-def grid_costs(study: Study) -> dict[str, GridCost]:
-    """`grid_cost` of every grid of the study."""
-    return {name: grid_cost(study, name) for name in study.grids}
+def grid_costs(study: Study, expanded: Mapping[str, list[Trial]] | None = None) -> dict[str, GridCost]:
+    """`grid_cost` of every grid of the study; `expanded`: grids whose trials are already known."""
+    expanded = expanded or {}
+    return {name: grid_cost(study, name, trials=expanded.get(name)) for name in study.grids}
