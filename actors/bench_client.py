@@ -70,49 +70,139 @@ class ClientOutcome:
     report_path: Path
 
 
-def run_client(spec: dict, *, workdir: Path, name: str, timeout_s: float,
-               engine_alive=lambda: True, cancelled=lambda: False) -> ClientOutcome:
-    """Run guidellm in a child process group; kill the group past `timeout_s`, soon after the
-    engine dies, or at once when `cancelled()` says the trial was stopped from outside."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    spec_path = workdir / f"{name}.scenario.json"
-    spec_path.write_text(json.dumps(spec, indent=1))
-    log_path = workdir / f"{name}.guidellm.log"
-    report = Path(spec["outputs"][0]["path"])
+def _client_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env.setdefault("GUIDELLM__MAX_WORKER_PROCESSES", DEFAULT_WORKERS)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    started = time.monotonic()
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "actors.guidellm_worker", str(spec_path)],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, start_new_session=True)
-    # Like the engine, the client must not outlive the actor that started it.
-    watchdog = watch_group(proc.pid, 5.0)
-    timed_out = False
+    return env
+
+
+def _wait(proc: subprocess.Popen, done, *, started: float, timeout_s: float, engine_alive, cancelled) -> bool:
+    """Poll until `done()`, the client process exits, the time limit passes (-> True: timed out),
+    the trial is cancelled, or the engine has been dead for 20 s."""
     engine_gone_at: float | None = None
+    while not done() and proc.poll() is None:
+        now = time.monotonic()
+        if now - started > timeout_s:
+            return True
+        if cancelled():
+            return False
+        if engine_gone_at is None and not engine_alive():
+            engine_gone_at = now
+        # A dead engine makes every request fail fast; give guidellm a moment to write its
+        # report, then stop waiting for it.
+        if engine_gone_at is not None and now - engine_gone_at > 20:
+            return False
+        time.sleep(0.1)
+    return False
+
+
+def run_client(spec: dict, *, workdir: Path, name: str, timeout_s: float,
+               engine_alive=lambda: True, cancelled=lambda: False) -> ClientOutcome:
+    """One run in a client process of its own (see `ClientSession` for a trial's runs)."""
+    with ClientSession() as session:
+        return session.run(spec, workdir=workdir, name=name, timeout_s=timeout_s, engine_alive=engine_alive,
+                           cancelled=cancelled)
+
+
+class ClientSession:
+    """One guidellm client process (`actors.guidellm_worker --serve`) for all runs of a trial, in
+    its own process group, watched like the engine so that it never outlives the actor.
+
+    A run that times out, is cancelled or outlives its engine kills the process group; the next
+    run starts a new client process. Each run's output goes to its own log file."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen | None = None
+        self._watchdog: subprocess.Popen | None = None
+        self._replies = None
+
+    def __enter__(self) -> ClientSession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self, log_path: Path) -> subprocess.Popen:
+        read_fd, write_fd = os.pipe()
+        with open(log_path, "ab") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "actors.guidellm_worker", "--serve", str(write_fd)],
+                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
+                env=_client_env(), start_new_session=True, text=True)
+        os.close(write_fd)
+        os.set_blocking(read_fd, False)
+        self._replies = os.fdopen(read_fd, "r")
+        self._watchdog = watch_group(self._proc.pid, 5.0)
+        return self._proc
+
+    def run(self, spec: dict, *, workdir: Path, name: str, timeout_s: float,
+            engine_alive=lambda: True, cancelled=lambda: False) -> ClientOutcome:
+        """Run guidellm on `spec`; kill the client past `timeout_s`, soon after the engine dies,
+        or at once when `cancelled()` says the trial was stopped from outside."""
+        workdir.mkdir(parents=True, exist_ok=True)
+        spec_path = workdir / f"{name}.scenario.json"
+        spec_path.write_text(json.dumps(spec, indent=1))
+        log_path = workdir / f"{name}.guidellm.log"
+        report = Path(spec["outputs"][0]["path"])
+        started = time.monotonic()
+        proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start(log_path)
+        reply: list[str] = []
+
+        def replied() -> bool:
+            try:
+                line = self._replies.readline()
+            except (BlockingIOError, ValueError):
+                return False
+            if line:
+                reply.append(line)
+            return bool(reply)
+
+        try:
+            proc.stdin.write(json.dumps({"spec": str(spec_path), "log": str(log_path)}) + "\n")
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the client died; its exit code is the outcome
+        timed_out = _wait(proc, replied, started=started, timeout_s=timeout_s, engine_alive=engine_alive,
+                          cancelled=cancelled)
+        if reply:
+            returncode: int | None = json.loads(reply[0]).get("rc", 1)
+        else:
+            # stopped mid-run, or the client died: the next run gets a fresh one
+            self.close(wait_s=0)
+            returncode = None if timed_out else proc.returncode
+        return ClientOutcome(returncode, timed_out, time.monotonic() - started, log_path, report)
+
+    def close(self, wait_s: float = 5.0) -> None:
+        """End the client: after `wait_s` for it to exit by itself (end of requests), its group is killed."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if proc.poll() is None and wait_s > 0:
+                try:
+                    proc.stdin.close()
+                    proc.wait(timeout=wait_s)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+            if proc.poll() is None:
+                _kill_group(proc)
+            else:
+                _kill_group_remnants(proc.pid)
+        if self._watchdog is not None:
+            self._watchdog.kill()
+            self._watchdog.wait(timeout=5)
+            self._watchdog = None
+        if self._replies is not None:
+            self._replies.close()
+            self._replies = None
+
+
+def _kill_group_remnants(pgid: int) -> None:
+    """guidellm's forkserver and workers are in the client's group; a client that exited can
+    leave them behind."""
     try:
-        while proc.poll() is None:
-            now = time.monotonic()
-            if now - started > timeout_s:
-                timed_out = True
-                break
-            if cancelled():
-                break
-            if engine_gone_at is None and not engine_alive():
-                engine_gone_at = now
-            # A dead engine makes every request fail fast; give guidellm a moment to write its
-            # report, then stop waiting for it.
-            if engine_gone_at is not None and now - engine_gone_at > 20:
-                break
-            time.sleep(0.2)
-    finally:
-        if proc.poll() is None:
-            _kill_group(proc)
-        watchdog.kill()
-        watchdog.wait(timeout=5)
-    return ClientOutcome(proc.returncode if not timed_out else None, timed_out,
-                         time.monotonic() - started, log_path, report)
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -1,10 +1,17 @@
-"""Run one guidellm benchmark in this process from a JSON scenario spec: `python -m actors.guidellm_worker SPEC`.
+"""guidellm benchmarks in this process, from JSON scenario specs.
 
-farm starts this as a child process per benchmark run, not the `guidellm run` CLI: called
-in-process, guidellm's fixed overhead falls from about 17 s to about 2 s on 2 cores, and a
-separate process keeps guidellm's event-loop policy and worker processes out of the Ray actor
-and lets the actor enforce a hard time limit by killing one process group. guidellm's spawned
-workers re-import this module as `__mp_main__`, so nothing heavy is imported at top level.
+    python -m actors.guidellm_worker SPEC          # one benchmark, then exit
+    python -m actors.guidellm_worker --serve FD    # one benchmark per line of stdin, replies on FD
+
+farm runs guidellm's Python API in a child process, not the `guidellm run` CLI: a separate
+process keeps guidellm's event-loop policy and worker processes out of the Ray actor and lets the
+actor enforce a hard time limit by killing one process group. With `--serve`, one process serves
+every run of a trial: importing guidellm (torch, transformers) costs 5 s of CPU, and guidellm's
+own worker processes, started from a forkserver that has guidellm loaded already, start in a
+fraction of a second instead of importing it again, run after run. A request line is JSON
+`{"spec": PATH, "log": PATH}`; the reply is `{"rc": N}`, after the run's output went to its log.
+guidellm's spawned workers re-import this module as `__mp_main__`, so nothing heavy is imported
+at top level.
 """
 
 from __future__ import annotations
@@ -12,23 +19,63 @@ from __future__ import annotations
 import json
 import os
 import sys
+import traceback
 
 # Settings guidellm reads at import time: few workers on small machines, a short start delay.
 os.environ.setdefault("GUIDELLM__MAX_WORKER_PROCESSES", "2")
 os.environ.setdefault("GUIDELLM__SCHEDULER_START_DELAY_NON_DISTRIBUTED", "0.2")
 
+# What guidellm's worker processes need, loaded once in the forkserver they are forked from.
+FORKSERVER_PRELOAD = ["guidellm.scheduler", "guidellm.backends", "guidellm.schemas", "guidellm.benchmark"]
 
-def main(argv: list[str]) -> int:
+
+def run_spec(path: str) -> int:
     import asyncio
 
     from guidellm.benchmark import benchmark_generative_text
     from guidellm.schemas.benchmark.entrypoints import BenchmarkScenario
 
-    with open(argv[1]) as fh:
+    with open(path) as fh:
         spec = json.load(fh)
     args = BenchmarkScenario.create(scenario=None, spec=spec)
     asyncio.run(benchmark_generative_text(args=args, progress=False, console=None))
     return 0
+
+
+def _to_log(path: str) -> None:
+    """This run's output (and guidellm's, and its workers' that this process starts) goes to `path`."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def serve(reply_fd: int) -> int:
+    import multiprocessing
+
+    os.environ["GUIDELLM__MP_CONTEXT_TYPE"] = "forkserver"
+    multiprocessing.set_forkserver_preload(FORKSERVER_PRELOAD)
+    with os.fdopen(reply_fd, "w", buffering=1) as reply:
+        for line in sys.stdin:
+            request = json.loads(line)
+            _to_log(request["log"])
+            try:
+                rc = run_spec(request["spec"])
+            except BaseException:  # noqa: BLE001 - a failed run is reported; the next one may succeed
+                traceback.print_exc()
+                rc = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+            reply.write(json.dumps({"rc": rc}) + "\n")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[1] == "--serve":
+        return serve(int(argv[2]))
+    return run_spec(argv[1])
 
 
 if __name__ == "__main__":
