@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from farm.analysis.records import Results
 from farm.analysis.reference import compare_with_reference
+from farm.analysis.results_file import read_results_file
 from farm.analysis.select import (
     ReportWarning,
     SelectionSettings,
@@ -59,8 +60,6 @@ def report_for(results: Results, study: "Study", *, strategy: str = "best", base
     report = build_report(results, settings, strategy)
     ref = study.reference
     if ref is not None:
-        from farm.inputs import read_results_file
-
         if Path(ref.results).is_file():
             report.reference = compare_with_reference(results, read_results_file(ref.results), label=ref.label,
                                                       profiles=ref.profiles, note=ref.note)

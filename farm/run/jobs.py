@@ -35,6 +35,7 @@ from urllib.parse import urlparse
 import yaml
 
 from farm.errors import UserError
+from farm.store import schema
 
 PROJECT = Path(__file__).resolve().parents[2]
 # Never uploaded: environments, engines and models are installed on every node; results and
@@ -194,7 +195,7 @@ def submit_sweep(address: str, study_data: dict | None, args: SweepArgs, *, stud
         runtime_env = {"working_dir": str(root), "env_vars": {SUBMISSION_ENV: submission_id}}
         check_head(client, address, runtime_env, f"{submission_id}-check")
         job_id = client.submit_job(entrypoint=args.entrypoint(), submission_id=submission_id, runtime_env=runtime_env,
-                                   metadata={"farm.grid": args.grid, "farm.study": study_name})
+                                   metadata={schema.GRID_TAG: args.grid, schema.STUDY_TAG: study_name})
     print(f"submitted job {job_id}: farm sweep --grid {args.grid} on {dashboard_url(address)}", file=out)
     print(f"dashboard: {job_link(address, job_id)}", file=out)
     if not wait:
@@ -221,7 +222,7 @@ def check_head(client, address: str, runtime_env: dict, check_id: str, *,
     # Stays listed in the dashboard as `<submission id>-check` (deleting it races with Ray's own
     # bookkeeping of a job that just ended, which writes a bare entry back).
     job = client.submit_job(entrypoint=HEAD_CHECK, submission_id=check_id, runtime_env=runtime_env,
-                            metadata={"farm.kind": "head-check"})
+                            metadata={schema.KIND_TAG: schema.JOB_KIND_HEAD_CHECK})
     deadline = time.monotonic() + timeout_s
     while (status := str(client.get_job_status(job).value)) not in EXIT_CODES:
         if time.monotonic() > deadline:
@@ -305,12 +306,9 @@ def _wait_terminal(client, job_id: str, poll_s: float = 2.0) -> str:
 def _sweep_of_job(uri: str, job_id: str) -> str | None:
     """The sweep the job started (its parent run carries the submission id), if MLflow answers here."""
     try:
-        from farm.store import tracking
+        from farm.store import tracking  # mlflow (a second of imports) only once the job has ended
 
-        runs = tracking.client(uri).search_runs(
-            [e.experiment_id for e in tracking.client(uri).search_experiments()],
-            filter_string=f"tags.`farm.submission_id` = '{job_id}'", max_results=1)
-        return runs[0].info.run_id if runs else None
+        return tracking.sweep_of_submission(uri, job_id)
     except Exception:  # the tracking server may be reachable from the nodes only
         return None
 
@@ -319,9 +317,9 @@ def tag_sweep_with_submission(uri: str, sweep_id: str) -> None:
     """Inside a submitted job: mark the sweep's parent run with the job's submission id."""
     submission_id = os.environ.get(SUBMISSION_ENV)
     if submission_id:
-        from farm.store import tracking
+        from farm.store import tracking  # mlflow: only inside a submitted job
 
-        tracking.client(uri).set_tag(sweep_id, "farm.submission_id", submission_id)
+        tracking.tag_submission(uri, sweep_id, submission_id)
 
 
 def _shipped(path: Path) -> bool:
