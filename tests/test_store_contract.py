@@ -23,7 +23,7 @@ from farm.store.base import SweepStore, finished_trial_ids
 from farm.store.mlflow_store import MlflowStore
 from farm.store.results_store import ResultsFileStore, trial_status
 from farm.study.grid import expand
-from farm.study.spec import load_study
+from farm.study.load import load_study
 
 REPO = Path(__file__).resolve().parent.parent
 GRID = "smoke"

@@ -26,7 +26,7 @@ def analyze(results_path: str, config: str | None, strategy: str, baseline: str 
     """Recommend a serve command from recorded benchmark results and report why."""
     from farm.report import render, report_for, write_plots
     from farm.store.results_store import ResultsFileStore
-    from farm.study.spec import load_study
+    from farm.study.load import load_study
 
     # A UserError from here on is one line and exit 2 (the `farm` group, or OneLineErrors standalone).
     study = load_study(config)

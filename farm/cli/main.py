@@ -59,7 +59,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
           no_wait, only) -> None:
     """Expand a grid into trials and benchmark each on its own engine server."""
     from farm.study.grid import expand, select_trials
-    from farm.study.spec import load_study
+    from farm.study.load import load_study
     from farm.run.sweep_view import print_dry_run
 
     study = load_study(config)

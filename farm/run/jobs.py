@@ -339,7 +339,7 @@ def submit_from_cli(config: str | None, address: str, *, grid: str, tracking_uri
 
     A study inside the project travels as the project's own file (its includes and `./` paths
     resolve as they do here); one from elsewhere travels with its includes merged, at `JOB_STUDY`."""
-    from farm.study.spec import DEFAULT_CONFIG, _read_yaml
+    from farm.study.load import DEFAULT_CONFIG, _read_yaml
 
     source = (Path(config) if config else DEFAULT_CONFIG).resolve()
     data = _read_yaml(source, {source})

@@ -17,7 +17,8 @@ from farm.inputs import read_yaml_file
 from farm.store import schema as S
 from farm.store import tracking
 from farm.store.base import SweepInfo, TrialEntry
-from farm.study.spec import Study, validate_study
+from farm.study.load import validate_study
+from farm.study.spec import Study
 
 
 class MlflowStore:
