@@ -9,6 +9,7 @@ workers re-import this module as `__mp_main__`, so nothing heavy is imported at 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -19,8 +20,8 @@ os.environ.setdefault("GUIDELLM__SCHEDULER_START_DELAY_NON_DISTRIBUTED", "0.2")
 
 
 def main(argv: list[str]) -> int:
-    import asyncio
-
+    # guidellm after the settings above, and only in this child: its spawned workers re-import
+    # the main module, so a top-level import would multiply (DESIGN.md, guidellm facts).
     from guidellm.benchmark import benchmark_generative_text
     from guidellm.schemas.benchmark.entrypoints import BenchmarkScenario
 

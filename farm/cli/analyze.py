@@ -24,6 +24,7 @@ from farm.cli import options as opt
 @click.option("--plots", "plots", type=opt.DIRECTORY, default=None, metavar="DIR", help="Also write PNG plots into DIR.")
 def analyze(results_path: str, config: str | None, strategy: str, baseline: str | None, fmt: str, plots: str | None) -> None:
     """Recommend a serve command from recorded benchmark results and report why."""
+    # Imported when the command runs, so that `farm --help` and the other commands skip mlflow, ray, scipy.
     from farm.report import render, report_for, write_plots
     from farm.store.results_store import ResultsFileStore
     from farm.study.load import load_study

@@ -19,6 +19,7 @@ from farm.errors import UserError
 @click.option("--out", "out", type=opt.DIRECTORY, default=None, metavar="DIR", help="Also write report.md, results.json and plots into DIR.")
 def report(sweep_id: str, tracking_uri: str | None, strategy: str, fmt: str, out: str | None) -> None:
     """Selection and report of a stored sweep; no engine runs."""
+    # Imported when the command runs, so that `farm --help` and the other commands skip mlflow, ray, scipy.
     from farm.report import render
     from farm.run.preflight import check_store_to_read
     from farm.run.sweep_report import build_from_records

@@ -7,7 +7,6 @@ markdown and JSON always tell the same story.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from farm.analysis.records import Results
 from farm.analysis.reference import compare_with_reference
@@ -22,9 +21,8 @@ from farm.analysis.select import (
 from farm.report.checks import check_warnings
 from farm.report.models import Report
 from farm.report.rates import rate_analysis
+from farm.study.spec import Study
 
-if TYPE_CHECKING:
-    from farm.study.spec import Study
 
 # --------------------------------------------------------------------------------------
 # building

@@ -19,6 +19,7 @@ environment, its entrypoint, logs or MLflow.
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import json
 import logging
 import os
@@ -35,7 +36,10 @@ from urllib.parse import urlparse
 import yaml
 
 from farm.errors import UserError
+from farm.headcheck import MARK
+from farm.inputs import check_ray_token_sources, env_tracking_uri
 from farm.store import schema
+from farm.study.load import DEFAULT_CONFIG, _read_yaml
 
 PROJECT = Path(__file__).resolve().parents[2]
 # Never uploaded: environments, engines and models are installed on every node; results and
@@ -82,13 +86,11 @@ def enable_client_token() -> bool:
     """Token mode for this process when a token is available (what `ray.init` does for a
     local cluster); returns whether requests will carry a token. `RAY_AUTH_MODE`, when set,
     is respected as it is."""
-    from farm.inputs import check_ray_token_sources
-
     check_ray_token_sources(KEY)  # a token Ray could not send is one line here, not a traceback later
     mode = os.environ.get("RAY_AUTH_MODE")
     if mode is not None:
         return mode.lower() == "token"
-    from ray._raylet import AuthenticationTokenLoader, Config
+    from ray._raylet import AuthenticationTokenLoader, Config  # ray (seconds): only with a cluster address
 
     if not AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
         return False
@@ -108,7 +110,7 @@ def _auth_error(address: str, exc: Exception, token_sent: bool) -> UserError:
 
 def connect(address: str):
     """A JobSubmissionClient for `address`, or one `UserError` line saying why not."""
-    from ray.exceptions import AuthenticationError
+    from ray.exceptions import AuthenticationError  # ray (seconds): only with a cluster address
     from ray.job_submission import JobSubmissionClient
 
     token_sent = enable_client_token()
@@ -167,8 +169,6 @@ class SweepArgs:
 def check_tracking_for_cluster(uri: str | None) -> str:
     """A cluster sweep logs from every node: it needs a tracking server they all reach (given, or
     in MLFLOW_TRACKING_URI)."""
-    from farm.inputs import env_tracking_uri
-
     uri = uri or env_tracking_uri()
     if not uri:
         raise UserError("a sweep on a cluster needs an MLflow server every node can reach: pass "
@@ -217,8 +217,6 @@ HEAD_CHECK_TIMEOUT_S = 180.0
 def check_head(client, address: str, runtime_env: dict, check_id: str, *,
                timeout_s: float = HEAD_CHECK_TIMEOUT_S) -> None:
     """Raise one `UserError` line when the head's `python` lacks farm's dependencies."""
-    from farm.headcheck import MARK
-
     # Stays listed in the dashboard as `<submission id>-check` (deleting it races with Ray's own
     # bookkeeping of a job that just ended, which writes a bare entry back).
     job = client.submit_job(entrypoint=HEAD_CHECK, submission_id=check_id, runtime_env=runtime_env,
@@ -324,8 +322,6 @@ def tag_sweep_with_submission(uri: str, sweep_id: str) -> None:
 
 def _shipped(path: Path) -> bool:
     """Whether `path` is one of the project's files that `stage` copies."""
-    import fnmatch
-
     if not path.is_relative_to(PROJECT):
         return False
     parts = path.relative_to(PROJECT).parts
@@ -339,8 +335,6 @@ def submit_from_cli(config: str | None, address: str, *, grid: str, tracking_uri
 
     A study inside the project travels as the project's own file (its includes and `./` paths
     resolve as they do here); one from elsewhere travels with its includes merged, at `JOB_STUDY`."""
-    from farm.study.load import DEFAULT_CONFIG, _read_yaml
-
     source = (Path(config) if config else DEFAULT_CONFIG).resolve()
     data = _read_yaml(source, {source})
     uri = check_tracking_for_cluster(tracking_uri)

@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+from mlflow.utils.credentials import read_mlflow_creds
+
 from farm.errors import UserError
 from farm.inputs import address_host_port, env_directory, tracking_uri as read_tracking_uri
 from farm.store.base import finished_trial_ids
@@ -89,7 +93,7 @@ def check_tracking_uri(uri: str) -> None:
         return
     parsed = urlparse(uri)
     if parsed.scheme in ("http", "https"):
-        import httpx
+        import httpx  # only for a server URI
 
         try:
             httpx.get(uri.rstrip("/") + "/health", timeout=PROBE_TIMEOUT_S)
@@ -105,10 +109,6 @@ def _check_server_login(uri: str) -> None:
     """A server behind MLflow's auth app answers /health to anyone but refuses its API without a
     login: found here, before a sweep starts, rather than as a 401 traceback from its first run.
     MLflow's own client sends the credentials, from wherever MLflow reads them."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-    from mlflow.utils.credentials import read_mlflow_creds
-
     try:
         MlflowClient(uri).search_experiments(max_results=1)
         return
@@ -146,7 +146,7 @@ def check_ray_address(address: str) -> None:
     key = "--address"
     if address == "auto":
         try:
-            from ray._private.services import canonicalize_bootstrap_address_or_die
+            from ray._private.services import canonicalize_bootstrap_address_or_die  # ray (seconds): only for 'auto'
 
             address = canonicalize_bootstrap_address_or_die("auto")
         except (ConnectionError, ImportError, ValueError) as exc:

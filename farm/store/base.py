@@ -13,13 +13,11 @@ Pure: no mlflow import (the MLflow backend imports it, this module does not).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+from farm.analysis.records import Results
 from farm.analysis.results import FINISHED
-
-if TYPE_CHECKING:
-    from farm.analysis.records import Results
-    from farm.study.spec import Study
+from farm.study.spec import Study
 
 
 @dataclass(frozen=True)
@@ -64,7 +62,7 @@ class SweepStore(Protocol):
     def sweep(self, sweep_id: str | None = None) -> SweepInfo | None:
         """The sweep's metadata, or None when the store has no such sweep."""
 
-    def study(self, sweep_id: str | None = None) -> "Study | None":
+    def study(self, sweep_id: str | None = None) -> Study | None:
         """The study the sweep ran, as stored beside it (secrets masked); None if none is stored."""
 
     def planned_trial_ids(self, sweep_id: str | None = None) -> set[str] | None:
@@ -73,7 +71,7 @@ class SweepStore(Protocol):
     def trials(self, sweep_id: str | None = None) -> list[TrialEntry]:
         """The sweep's trials (planned ones first, in grid order), each with its latest status."""
 
-    def records(self, sweep_id: str | None = None, study: "Study | None" = None) -> "Results":
+    def records(self, sweep_id: str | None = None, study: Study | None = None) -> Results:
         """The sweep's benchmark runs as selection reads them; `study` (default: the stored one)
         supplies what the runs asked for where the store keeps only the results."""
 

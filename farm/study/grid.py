@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from farm.engines import get_engine
 from farm.errors import SpecError
 from farm.study.knobs import KNOBS, KnobError, describe, parse_knob
+from farm.study.repeats import first_pass_repeats
 from farm.study.spec import GridBlock, Study, check_grid_name
 from farm.study.trial import Trial, trial_id
 
@@ -211,8 +212,6 @@ def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = N
     """Size and estimated GPU-hours of `grid`: each trial starts its engine once
     (`Engine.start_overhead_s`), then runs every profile `study.repeats` times (for 'auto': the
     first pass; later passes are bounded by the study's run budget)."""
-    from farm.analysis.plan import first_pass_repeats
-
     repeats = first_pass_repeats(study.repeats)
     durations = SEED_PROFILE_SECONDS if durations is None else durations
     trials = expand(study, grid)
