@@ -101,6 +101,9 @@ def expand(study: Study, grid: str) -> list[Trial]:
                     raise SpecError(f"engine '{block.engine}' cannot express {exc.knob}={describe(knobs.get(exc.knob))}: "
                                     f"{exc.reason}", file=study.source, key=f"{where}.{section}.{exc.knob}") from None
                 model = study.models[model_key]
+                if model.weights == "dummy" and not engine.serves_dummy_weights:
+                    raise SpecError(f"engine '{block.engine}' has no dummy load format: it cannot serve model "
+                                    f"'{model_key}' with weights: dummy", file=study.source, key=f"models.{model_key}.weights")
                 flags = {**combo_flags, **rendered}
                 all_flags = {**engine_spec.flags, **flags}
                 try:
