@@ -16,6 +16,7 @@ at top level.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -32,6 +33,8 @@ FORKSERVER_PRELOAD = ["guidellm.scheduler", "guidellm.backends", "guidellm.schem
 def run_spec(path: str) -> int:
     import asyncio
 
+    # guidellm after the settings above, and only in this child: its spawned workers re-import
+    # the main module, so a top-level import would multiply (DESIGN.md, guidellm facts).
     from guidellm.benchmark import benchmark_generative_text
     from guidellm.schemas.benchmark.entrypoints import BenchmarkScenario
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 from pathlib import Path
 
 TINY = "farm:tiny"
@@ -39,7 +40,7 @@ def build_tiny_tokenizer(directory: Path, corpus: list[str] | None = None) -> Pa
     `VOCAB_SIZE` tokens, while a model whose tokenizer must fill its whole vocabulary (so every
     id it can generate decodes) needs more varied text.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # heavy: only to build it once
     from transformers import PreTrainedTokenizerFast
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -77,7 +78,5 @@ def resolve_tokenizer(name: str | None, model: str) -> str:
         try:
             tmp.rename(directory)
         except OSError:  # another process built it first
-            import shutil
-
             shutil.rmtree(tmp, ignore_errors=True)
     return str(directory)

@@ -30,7 +30,7 @@ def _requirements(pyproject: str) -> list:
 def _satisfies(version: str, spec: str):
     """True/False, or None where no `packaging` is at hand to compare versions."""
     try:
-        from packaging.specifiers import SpecifierSet
+        from packaging.specifiers import SpecifierSet  # optional: a head's bare python may lack it
     except ImportError:
         try:
             from pip._vendor.packaging.specifiers import SpecifierSet

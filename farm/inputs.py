@@ -357,14 +357,6 @@ def read_json_file(path: str | Path, *, what: str, max_bytes: int = RESULTS_MAX_
     return load_json(read_text(path, what=what, max_bytes=max_bytes, error=error), shown=str(path), error=error)
 
 
-def read_results_file(path: str | Path):
-    """A results file (seed-results.json format, or one a sweep wrote) -> `Results`."""
-    from farm.analysis.records import results_from_data
-
-    data = read_json_file(path, what="results file")
-    return results_from_data(data, str(path))
-
-
 # --------------------------------------------------------------------------------------
 # command-line options and environment variables
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
+from farm.engines import get_engine
 from farm.engines.base import SECRET_MASK
 
 # Always treated as secret, whatever the study says (engines' own *_API_KEY variables are caught
@@ -51,8 +52,6 @@ def redact_trial(trial, secret_flags: Iterable[str]):
 def redact_study(study) -> dict:
     """The study as it may be stored beside a sweep (MLflow's `sweep/study.yaml`): values of
     secret environment variables and secret flags masked, everything else as written."""
-    from farm.engines import get_engine
-
     data = study.model_dump(mode="json")
     all_secret_flags: set[str] = set()
     for name, spec in study.engines.items():

@@ -48,7 +48,7 @@ def farm_cli():
 @pytest.fixture(scope="session")
 def study():
     """The default study (configs/qwen3.5-35b-a3b-h200.yaml)."""
-    from farm.study.spec import load_study
+    from farm.study.load import load_study
 
     return load_study()
 

@@ -147,7 +147,7 @@ def _store_with_a_sweep(tmp: Path, study_text: str, grid: str) -> tuple[str, str
     """A real SQLite store holding one sweep (its parent run only), as `farm sweep` starts one."""
     from farm.store import tracking
     from farm.study.grid import expand
-    from farm.study.spec import load_study
+    from farm.study.load import load_study
 
     other = tmp / "other.yaml"
     other.write_text(study_text)

@@ -88,7 +88,7 @@ def cluster_sweep(tmp_path_factory):
 
     from farm.run import driver
     from farm.study.grid import expand
-    from farm.study.spec import load_study
+    from farm.study.load import load_study
 
     tmp = tmp_path_factory.mktemp("cluster")
     data = yaml.safe_load((FIXTURES / "studies" / "cluster.yaml").read_text())

@@ -12,7 +12,8 @@ import pytest
 from farm.analysis.records import results_from_data
 from farm.report import EVIDENCE_CODES, build_report, render, report_for, report_json, write_plots
 from farm.analysis.select import SelectionSettings, select
-from farm.study.spec import SLOSpec, load_study
+from farm.study.load import load_study
+from farm.study.spec import SLOSpec
 from conftest import SEED_FILE
 
 REQUIRED = ["--ttft-ms=10"]

@@ -49,7 +49,7 @@ EXPECTED = {"healthy": "ok", "bad_flag": "invalid_flags", "failing": "low_succes
 @pytest.fixture(scope="module")
 def failures(tmp_path_factory):
     from farm.study.grid import expand
-    from farm.study.spec import load_study
+    from farm.study.load import load_study
 
     tmp = tmp_path_factory.mktemp("failures")
     study_file = write_study(

@@ -4,7 +4,8 @@ import pytest
 
 from farm.errors import SpecError
 from farm.study.grid import expand
-from farm.study.spec import Study, load_study
+from farm.study.load import load_study
+from farm.study.spec import Study
 
 
 def _study(**grid) -> Study:

@@ -11,7 +11,8 @@ from farm.engines import get_engine
 from farm.errors import SpecError
 from farm.study.grid import SEED_PROFILE_SECONDS, expand, grid_cost, grid_costs, resolve_quantization
 from farm.study.knobs import KNOBS, KnobError, parse_knob, render_with
-from farm.study.spec import Study, load_study
+from farm.study.load import load_study
+from farm.study.spec import Study
 from farm.study.trial import trial_id
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

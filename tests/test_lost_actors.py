@@ -43,7 +43,7 @@ def lost(tmp_path_factory):
 
     from farm.run import driver
     from farm.study.grid import expand
-    from farm.study.spec import load_study
+    from farm.study.load import load_study
     from raynodes import LOOPBACK_ENV, set_env
 
     tmp = tmp_path_factory.mktemp("lost")

@@ -44,7 +44,7 @@ def node_sweep(tmp_path_factory):
 
     from farm.run import driver
     from farm.study.grid import expand
-    from farm.study.spec import load_study
+    from farm.study.load import load_study
 
     tmp = tmp_path_factory.mktemp("nodes")
     (tmp / "study.yaml").write_text(STUDY)

@@ -53,7 +53,7 @@ def test_capacity_counts_only_nodes_of_the_accelerator_type(monkeypatch):
 
 
 def test_study_accelerator_type_is_every_engines_default(tmp_path):
-    from farm.study.spec import load_study
+    from farm.study.load import load_study
 
     study = load_study()
     assert study.accelerator_type == "H200"

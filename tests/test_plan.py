@@ -7,7 +7,7 @@ import pytest
 from farm.analysis import plan
 from farm.study.grid import expand
 from farm.analysis.results import ProfileRun, RunMetrics, Status, TrialResult
-from farm.study.spec import load_study
+from farm.study.load import load_study
 from farm.study.trial import Trial
 
 

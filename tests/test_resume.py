@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     from farm.study.grid import expand
-    from farm.study.spec import load_study
+    from farm.study.load import load_study
 
     tmp = tmp_path_factory.mktemp("resume")
     path = write_study(

@@ -1,8 +1,9 @@
 """No option that silently does nothing.
 
-Every field of the study schema (each pydantic model in farm/study/spec.py) is read by the code it
-claims to steer: some module of farm/ or actors/ other than spec.py accesses it as an attribute
-(`.field_name`), or spec.py reads it in an accessor that is itself used elsewhere (listed in
+Every field of the study schema (each pydantic model in farm/study/spec.py, sections.py and
+grid_spec.py) is read by the code it claims to steer: some module of farm/ or actors/ other than
+those accesses it as an attribute (`.field_name`), or the schema reads it in an accessor that is
+itself used elsewhere (listed in
 READ_THROUGH), or it is on the commented ALLOW_LIST. A field added to the schema that nothing
 reads fails here. Likewise every option of every `farm` command is used by its command.
 
@@ -22,10 +23,14 @@ from pathlib import Path
 import click
 from pydantic import BaseModel
 
+import farm.study.grid_spec as grid_spec
+import farm.study.sections as sections
 import farm.study.spec as spec
 from farm.cli.main import cli
 
 REPO = Path(__file__).resolve().parent.parent
+SCHEMA = (spec, sections, grid_spec)
+SCHEMA_FILES = {REPO / "farm" / "study" / f"{m.__name__.rsplit('.', 1)[1]}.py" for m in SCHEMA}
 
 # Fields spec.py itself reads, in an accessor of its own that the rest of farm calls.
 READ_THROUGH = {
@@ -48,14 +53,15 @@ ALLOW_LIST = {
 
 def _sources() -> dict[Path, str]:
     files = [p for root in ("farm", "actors") for p in (REPO / root).rglob("*.py")]
-    return {p: p.read_text() for p in files if p != REPO / "farm" / "study" / "spec.py"}
+    return {p: p.read_text() for p in files if p not in SCHEMA_FILES}
 
 
 def _schema_fields() -> list[str]:
     out = []
-    for name, cls in inspect.getmembers(spec, inspect.isclass):
-        if issubclass(cls, BaseModel) and cls.__module__ == spec.__name__:
-            out += [f"{name}.{field}" for field in cls.model_fields]
+    for module in SCHEMA:
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, BaseModel) and cls.__module__ == module.__name__:
+                out += [f"{name}.{field}" for field in cls.model_fields]
     return out
 
 
@@ -78,13 +84,13 @@ def test_every_study_field_is_read_by_the_code_it_steers():
             continue
         accessor = READ_THROUGH.get(qualified)
         if accessor is not None:
-            assert re.search(r"\." + re.escape(field) + r"\b", (REPO / "farm" / "study" / "spec.py").read_text())
+            assert any(re.search(r"\." + re.escape(field) + r"\b", path.read_text()) for path in SCHEMA_FILES)
             if not _read_outside_spec(accessor, sources):
                 unread.append(f"{qualified} (through {accessor}, which nothing calls)")
             continue
         if not _read_outside_spec(field, sources):
             unread.append(qualified)
-    assert not unread, ("study fields that no code outside farm/study/spec.py reads (wire them, remove them, or say "
+    assert not unread, ("study fields that no code outside the study schema reads (wire them, remove them, or say "
                         f"why in ALLOW_LIST): {unread}")
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from farm.errors import UserError
 from farm.study.grid import expand
-from farm.inputs import read_results_file
+from farm.analysis.results_file import read_results_file
 from farm.analysis.records import records_from_trials, results_from_data, write_results_file
 from farm.analysis.results import ProfileRun, RunMetrics, Status, TrialResult
 from farm.analysis.select import SelectionSettings, select, settings_for

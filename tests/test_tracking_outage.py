@@ -23,7 +23,7 @@ OUTAGE_S = 25
 
 def test_a_tracking_server_outage_mid_sweep_loses_no_trial(tmp_path):
     from farm.study.grid import expand
-    from farm.study.spec import load_study
+    from farm.study.load import load_study
 
     path = write_study(
         tmp_path / "outage.yaml", name="outage", grid="three", max_concurrent=1,

@@ -98,7 +98,7 @@ def test_expand_env():
 def test_profile_repeats_errors_name_their_key(tmp_path, block, key):
     import yaml
 
-    from farm.study.spec import load_study
+    from farm.study.load import load_study
 
     data = _study().model_dump(mode="json", exclude_defaults=True)
     data["grids"]["one"]["blocks"][0].update(block)

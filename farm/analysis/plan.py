@@ -32,60 +32,28 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-if TYPE_CHECKING:
-    from farm.analysis.records import Results
-    from farm.analysis.results import TrialResult
-    from farm.analysis.select import SelectionSettings
-    from farm.study.spec import Study
-    from farm.study.trial import Trial
+from farm.analysis.records import Results
+from farm.analysis.results import Status, TrialResult
+from farm.analysis.select import SelectionSettings, build_table, complexity_of, find_baseline
+from farm.analysis.stats import compare_winner, needs_more_runs
+# What `repeats` means and how node controls are named live with the study (the grid asks too);
+# they are re-exported here, where the driver and the report look for them.
+from farm.study.repeats import (AUTO_ALPHA, AUTO_FIRST_PASS, AUTO_MAX_PASSES, FAMILY_ALPHA, alpha_for,  # noqa: F401
+                                first_pass_repeats, is_auto, parse_repeats)
+from farm.study.spec import Study
+from farm.study.trial import NODE_MARK, Trial, control_of, node_control_id  # noqa: F401
 
-FAMILY_ALPHA = 0.05        # significance level of a sweep with a fixed number of repeats
-AUTO_FIRST_PASS = 3        # repeats of the first pass of `--repeats auto`
 AUTO_STEP = 2              # repeats added to each trial that still overlaps, per pass
-AUTO_MAX_PASSES = 5        # looks at the data, first pass included
-AUTO_ALPHA = FAMILY_ALPHA / AUTO_MAX_PASSES
 AUTO_BUDGET_FACTOR = 3     # default run budget: this many times the first pass
 AUTO_MAX_REPEATS = 30      # no trial gets more repeats than this on any profile
-
-NODE_MARK = "@"            # `<trial id>@<node>`: the same configuration rerun on one node
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-# --------------------------------------------------------------------------------------
-# repeats
-
-
-def is_auto(repeats: int | str) -> bool:
-    return repeats == "auto"
-
-
-def first_pass_repeats(repeats: int | str) -> int:
-    """Repeats of the first (or only) pass: the number itself, or `AUTO_FIRST_PASS` for 'auto'."""
-    return AUTO_FIRST_PASS if is_auto(repeats) else int(repeats)
-
-
-def alpha_for(repeats: int | str) -> float:
-    """Significance level of a sweep's verdicts: stricter per look when the sweep stops on its own."""
-    return AUTO_ALPHA if is_auto(repeats) else FAMILY_ALPHA
-
-
-def parse_repeats(text: str | int) -> int | str:
-    """CLI value of `--repeats`: a whole number >= 1 or 'auto'; ValueError otherwise."""
-    if isinstance(text, int) and text >= 1:
-        return text
-    value = str(text).strip().lower()
-    if value == "auto":
-        return "auto"
-    if value.isdigit() and int(value) >= 1:
-        return int(value)
-    raise ValueError(f"expected a whole number >= 1 or 'auto', got {text!r}")
 
 
 # --------------------------------------------------------------------------------------
@@ -100,16 +68,6 @@ class NodeSlot(_Strict):
     gpus: float = Field(default=0, description="GPUs the node declares.")
     cpus: float = Field(default=0, description="CPUs the node declares.")
     accelerators: list[str] = Field(default_factory=list, description="GPU models it declares (Ray accelerator_type:X).")
-
-
-def node_control_id(trial_id: str, node: str) -> str:
-    return f"{trial_id}{NODE_MARK}{node}"
-
-
-def control_of(trial_id: str) -> str | None:
-    """The trial a node control repeats, or None for an ordinary trial."""
-    base, sep, _ = trial_id.partition(NODE_MARK)
-    return base if sep else None
 
 
 def node_names(nodes: Sequence[Mapping[str, Any]]) -> list[NodeSlot]:
@@ -198,8 +156,7 @@ def next_pass(samples: Mapping[str, Sequence[float]], *, cost_per_repeat: Mappin
     reruns the leader and every trial whose 95 % interval overlaps the leader's (or, when none
     does, the runner-up), best mean first, as far as the budget goes.
     """
-    from farm.analysis.stats import compare_winner, needs_more_runs
-
+    
     base = dict(pass_index=passes_done + 1, spent=spent, budget=budget)
     finite = {k: [float(v) for v in s if v is not None and math.isfinite(float(v))] for k, s in samples.items()}
     finite = {k: v for k, v in finite.items() if v}
@@ -242,8 +199,6 @@ def next_pass(samples: Mapping[str, Sequence[float]], *, cost_per_repeat: Mappin
 def auto_samples(results: "Results", settings: "SelectionSettings") -> tuple[dict[str, list[float]], dict[str, int], str | None]:
     """Eligible candidates' samples on the primary profile (node controls left out), their
     complexity, and the baseline trial id: the inputs of `next_pass`."""
-    from farm.analysis.select import build_table, complexity_of, find_baseline
-
     table = build_table(results, "total_tps", settings.min_success_rate, settings.slo)
     cells = [c for c in table.on(settings.primary_profile) if c.eligible and control_of(c.trial) is None]
     samples = {c.trial: c.values("total_tps") for c in cells}
@@ -268,8 +223,6 @@ def merge_pass(previous: "TrialResult", new: "TrialResult", pass_index: int) -> 
     later pass stays in the record (selection then counts it against the trial). The trial's
     status becomes the later pass's when that is worse than ok, so the failure is visible.
     """
-    from farm.analysis.results import Status
-
     offset = next_repeat(previous)
     old = [r if r.node else r.model_copy(update={"node": previous.node}) for r in previous.runs]
     added = [r.model_copy(update={"repeat": offset + r.repeat, "pass_index": pass_index, "node": r.node or new.node})

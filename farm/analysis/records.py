@@ -16,17 +16,17 @@ import json
 import math
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError,
                       field_validator)
 
 from farm.errors import UserError, key_path
-from farm.analysis.results import Status
+from farm.analysis.results import Status, TrialResult
+from farm.engines import get_engine, render_flags
+from farm.engines.base import redact_args
+from farm.study.spec import EngineSpec, Study
 
-if TYPE_CHECKING:  # keep the effects layer and the study out of this module's import graph
-    from farm.analysis.results import TrialResult
-    from farm.study.spec import Study
 
 RESULTS_FORMAT_VERSION = 1
 
@@ -424,10 +424,6 @@ def _latest_attempts(trial_results: list["TrialResult"]) -> list["TrialResult"]:
 
 
 def _trial_flags(tr: "TrialResult", study: "Study") -> list[str]:
-    from farm.engines import get_engine, render_flags
-    from farm.engines.base import redact_args
-    from farm.study.spec import EngineSpec
-
     engine = get_engine(tr.trial.engine)
     spec = study.engines.get(tr.trial.engine) or EngineSpec()
     return redact_args(render_flags(tr.trial.all_flags), engine.secret_flags(spec))

@@ -24,13 +24,14 @@ from farm.cli import options as opt
 @click.option("--plots", "plots", type=opt.DIRECTORY, default=None, metavar="DIR", help="Also write PNG plots into DIR.")
 def analyze(results_path: str, config: str | None, strategy: str, baseline: str | None, fmt: str, plots: str | None) -> None:
     """Recommend a serve command from recorded benchmark results and report why."""
-    from farm.inputs import read_results_file
+    # Imported when the command runs, so that `farm --help` and the other commands skip mlflow, ray, scipy.
     from farm.report import render, report_for, write_plots
-    from farm.study.spec import load_study
+    from farm.store.results_store import ResultsFileStore
+    from farm.study.load import load_study
 
     # A UserError from here on is one line and exit 2 (the `farm` group, or OneLineErrors standalone).
     study = load_study(config)
-    results = read_results_file(results_path)
+    results = ResultsFileStore(results_path).records(study=study)
     # Without --config, a sweep's own file knows its primary profile better than the default study.
     report = report_for(results, study, strategy=strategy, baseline=baseline, prefer_results_profile=config is None)
     output = render(report, fmt)

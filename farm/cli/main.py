@@ -58,8 +58,9 @@ def cli() -> None:
 def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, run_budget, workdir,
           no_wait, only) -> None:
     """Expand a grid into trials and benchmark each on its own engine server."""
+    # Imported when the command runs, so that `farm --help` and the other commands skip mlflow, ray, scipy.
     from farm.study.grid import expand, select_trials
-    from farm.study.spec import load_study
+    from farm.study.load import load_study
     from farm.run.sweep_view import print_dry_run
 
     study = load_study(config)
@@ -95,7 +96,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
         node_workdir = Path(workdir)
     else:
         node_workdir = Path(workdir).resolve()
-    from farm.run.preflight import check_sweep
+    from farm.run.preflight import check_sweep  # mlflow: not for --dry-run
     from farm.run.sweep_view import run_and_report
     from farm.store.tracking import default_tracking_uri
 
@@ -110,7 +111,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
 
 def _check_options_apply(study, *, address, repeats, run_budget, no_wait) -> None:
     """An option that would change nothing in this sweep is a mistake, not a no-op."""
-    from farm.run.jobs import is_jobs_address
+    from farm.run.jobs import is_jobs_address  # as in `sweep`
 
     if no_wait and not is_jobs_address(address):
         raise UserError("only with --address http://HEAD:8265 (a sweep run from here always waits for its end)",

@@ -19,21 +19,25 @@ from farm.errors import UserError
 @click.option("--out", "out", type=opt.DIRECTORY, default=None, metavar="DIR", help="Also write report.md, results.json and plots into DIR.")
 def report(sweep_id: str, tracking_uri: str | None, strategy: str, fmt: str, out: str | None) -> None:
     """Selection and report of a stored sweep; no engine runs."""
-    from farm.store import tracking
-    from farm.run.preflight import check_store_to_read
+    # Imported when the command runs, so that `farm --help` and the other commands skip mlflow, ray, scipy.
     from farm.report import render
-    from farm.run.sweep_report import build
+    from farm.run.preflight import check_store_to_read
+    from farm.run.sweep_report import build_from_records
+    from farm.store.mlflow_store import MlflowStore
+    from farm.store.tracking import default_tracking_uri
 
-    uri = tracking_uri or tracking.default_tracking_uri()
+    uri = tracking_uri or default_tracking_uri()
     check_store_to_read(uri)
-    run = tracking.get_sweep(uri, sweep_id)
-    if run is None:
+    store = MlflowStore(uri)
+    info = store.sweep(sweep_id)
+    if info is None:
         raise UserError(f"no sweep with id '{sweep_id}' in {uri}", key="SWEEP_ID")
-    study = tracking.load_study_snapshot(uri, sweep_id)
-    grid = run.data.tags.get("farm.grid")
-    results = tracking.load_results(uri, sweep_id)
+    study = store.study(sweep_id)
+    if study is None:
+        raise UserError(f"no study stored with the sweep (sweep/study.yaml in {uri})", key=f"sweep {sweep_id}")
+    records = store.records(sweep_id, study)
     with tempfile.TemporaryDirectory() as tmp:
-        rep, why, _ = build(study, grid, results, sweep_id, Path(out) if out else Path(tmp), strategy=strategy)
+        rep, why, _ = build_from_records(study, info.grid, records, Path(out) if out else Path(tmp), strategy=strategy)
     if rep is None:
         raise UserError(why or "no report", key=f"sweep {sweep_id}")
     click.echo(render(rep, fmt), nl=False)

@@ -17,6 +17,7 @@ from farm.cli import options as opt
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def status(sweep_id: str | None, tracking_uri: str | None, address: str | None, fmt: str) -> None:
     """Where a sweep stands (default: the latest sweep in the tracking store)."""
+    # Imported when the command runs, so that `farm --help` and the other commands skip mlflow, ray, scipy.
     from farm import inputs
     from farm.store import tracking
     from farm.run.preflight import check_store_to_read
@@ -26,7 +27,7 @@ def status(sweep_id: str | None, tracking_uri: str | None, address: str | None, 
     check_store_to_read(uri)
     address = address or inputs.env_ray_address()
     if address:
-        from farm.run.jobs import enable_client_token
+        from farm.run.jobs import enable_client_token  # ray: only with an address
 
         enable_client_token()
     st = sweep_status(uri, sweep_id, address=address)

@@ -100,6 +100,9 @@ class Engine:
     # Flags that build the model's architecture with random weights instead of loading a
     # checkpoint (a study model with `weights: dummy`).
     dummy_weights_flags: ClassVar[Mapping[str, Any]] = {}
+    # Whether the engine loads a checkpoint at all; one that does not (the mock server) serves a
+    # `weights: dummy` model as it serves any other.
+    loads_weights: ClassVar[bool] = True
     # Flags whose presence makes a configuration's throughput depend on what the model outputs
     # (speculative decoding: accepted draft tokens); meaningless on random weights.
     output_dependent_flags: ClassVar[frozenset[str]] = frozenset()
@@ -166,6 +169,11 @@ class Engine:
 
     def serve_args(self, trial: Trial) -> list[str]:
         return self.model_args(trial.model) + render_flags(self.weights_flags(trial)) + render_flags(trial.all_flags)
+
+    @property
+    def serves_dummy_weights(self) -> bool:
+        """Whether a `weights: dummy` model can run on this engine (the grid refuses it otherwise)."""
+        return bool(self.dummy_weights_flags) or not self.loads_weights
 
     def weights_flags(self, trial: Trial) -> dict[str, Any]:
         """The dummy-weights flags a `weights: dummy` trial gets (unless its flags already set them)."""

@@ -25,6 +25,7 @@ class MockEngine(Engine):
     model_arg = "model"
     ready_path = "/health"
     uses_gpus = False
+    loads_weights = False  # random tokens from no model: `weights: dummy` changes nothing
     failure_patterns: ClassVar[list[FailurePattern]] = [
         # click's own usage errors, e.g. "Error: No such option: --turbo"
         FailurePattern(r"^Error: (No such option|Invalid value|Got unexpected extra argument|Option .* requires)",

@@ -7,10 +7,10 @@ markdown and JSON always tell the same story.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from farm.analysis.records import Results
 from farm.analysis.reference import compare_with_reference
+from farm.analysis.results_file import read_results_file
 from farm.analysis.select import (
     ReportWarning,
     SelectionSettings,
@@ -21,9 +21,8 @@ from farm.analysis.select import (
 from farm.report.checks import check_warnings
 from farm.report.models import Report
 from farm.report.rates import rate_analysis
+from farm.study.spec import Study
 
-if TYPE_CHECKING:
-    from farm.study.spec import Study
 
 # --------------------------------------------------------------------------------------
 # building
@@ -59,8 +58,6 @@ def report_for(results: Results, study: "Study", *, strategy: str = "best", base
     report = build_report(results, settings, strategy)
     ref = study.reference
     if ref is not None:
-        from farm.inputs import read_results_file
-
         if Path(ref.results).is_file():
             report.reference = compare_with_reference(results, read_results_file(ref.results), label=ref.label,
                                                       profiles=ref.profiles, note=ref.note)

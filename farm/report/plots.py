@@ -31,7 +31,7 @@ def _style(report: Report, trial) -> tuple[str, str]:
 
 def _figure(rows: int, height: float):
     # The object API with the Agg canvas: no pyplot, no global backend switch, no display needed.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: only when plots are asked for
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(10, max(2.5, height)), layout="constrained")

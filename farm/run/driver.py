@@ -24,6 +24,7 @@ from farm.store import tracking
 from farm.engines import get_engine
 from farm.errors import UserError
 from farm.run.jobs import client_runtime_env, is_client_address, tag_sweep_with_submission
+from farm.run.preflight import check_resume
 from farm.analysis.results import TRANSIENT, Status, TrialResult
 from farm.secrets import redact_trial
 from farm.study.spec import EngineSpec, Study
@@ -219,7 +220,6 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
               only: set[str] | None = None) -> SweepOutcome:
     """Run a sweep: every trial (`repeats` runs per profile, or 'auto'), the baseline once more on
     every node when there are several (node controls), then the later passes of `--repeats auto`."""
-    from farm.run.preflight import check_resume
 
     # An unknown or foreign sweep id is a user error: found before Ray starts.
     point = check_resume(tracking_uri, resume, study, grid, trials) if resume else None

@@ -19,6 +19,7 @@ environment, its entrypoint, logs or MLflow.
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import json
 import logging
 import os
@@ -35,6 +36,10 @@ from urllib.parse import urlparse
 import yaml
 
 from farm.errors import UserError
+from farm.headcheck import MARK
+from farm.inputs import check_ray_token_sources, env_tracking_uri
+from farm.store import schema
+from farm.study.load import DEFAULT_CONFIG, _read_yaml
 
 PROJECT = Path(__file__).resolve().parents[2]
 # Never uploaded: environments, engines and models are installed on every node; results and
@@ -81,13 +86,11 @@ def enable_client_token() -> bool:
     """Token mode for this process when a token is available (what `ray.init` does for a
     local cluster); returns whether requests will carry a token. `RAY_AUTH_MODE`, when set,
     is respected as it is."""
-    from farm.inputs import check_ray_token_sources
-
     check_ray_token_sources(KEY)  # a token Ray could not send is one line here, not a traceback later
     mode = os.environ.get("RAY_AUTH_MODE")
     if mode is not None:
         return mode.lower() == "token"
-    from ray._raylet import AuthenticationTokenLoader, Config
+    from ray._raylet import AuthenticationTokenLoader, Config  # ray (seconds): only with a cluster address
 
     if not AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
         return False
@@ -107,7 +110,7 @@ def _auth_error(address: str, exc: Exception, token_sent: bool) -> UserError:
 
 def connect(address: str):
     """A JobSubmissionClient for `address`, or one `UserError` line saying why not."""
-    from ray.exceptions import AuthenticationError
+    from ray.exceptions import AuthenticationError  # ray (seconds): only with a cluster address
     from ray.job_submission import JobSubmissionClient
 
     token_sent = enable_client_token()
@@ -166,8 +169,6 @@ class SweepArgs:
 def check_tracking_for_cluster(uri: str | None) -> str:
     """A cluster sweep logs from every node: it needs a tracking server they all reach (given, or
     in MLFLOW_TRACKING_URI)."""
-    from farm.inputs import env_tracking_uri
-
     uri = uri or env_tracking_uri()
     if not uri:
         raise UserError("a sweep on a cluster needs an MLflow server every node can reach: pass "
@@ -194,7 +195,7 @@ def submit_sweep(address: str, study_data: dict | None, args: SweepArgs, *, stud
         runtime_env = {"working_dir": str(root), "env_vars": {SUBMISSION_ENV: submission_id}}
         check_head(client, address, runtime_env, f"{submission_id}-check")
         job_id = client.submit_job(entrypoint=args.entrypoint(), submission_id=submission_id, runtime_env=runtime_env,
-                                   metadata={"farm.grid": args.grid, "farm.study": study_name})
+                                   metadata={schema.GRID_TAG: args.grid, schema.STUDY_TAG: study_name})
     print(f"submitted job {job_id}: farm sweep --grid {args.grid} on {dashboard_url(address)}", file=out)
     print(f"dashboard: {job_link(address, job_id)}", file=out)
     if not wait:
@@ -216,12 +217,10 @@ HEAD_CHECK_TIMEOUT_S = 180.0
 def check_head(client, address: str, runtime_env: dict, check_id: str, *,
                timeout_s: float = HEAD_CHECK_TIMEOUT_S) -> None:
     """Raise one `UserError` line when the head's `python` lacks farm's dependencies."""
-    from farm.headcheck import MARK
-
     # Stays listed in the dashboard as `<submission id>-check` (deleting it races with Ray's own
     # bookkeeping of a job that just ended, which writes a bare entry back).
     job = client.submit_job(entrypoint=HEAD_CHECK, submission_id=check_id, runtime_env=runtime_env,
-                            metadata={"farm.kind": "head-check"})
+                            metadata={schema.KIND_TAG: schema.JOB_KIND_HEAD_CHECK})
     deadline = time.monotonic() + timeout_s
     while (status := str(client.get_job_status(job).value)) not in EXIT_CODES:
         if time.monotonic() > deadline:
@@ -305,12 +304,9 @@ def _wait_terminal(client, job_id: str, poll_s: float = 2.0) -> str:
 def _sweep_of_job(uri: str, job_id: str) -> str | None:
     """The sweep the job started (its parent run carries the submission id), if MLflow answers here."""
     try:
-        from farm.store import tracking
+        from farm.store import tracking  # mlflow (a second of imports) only once the job has ended
 
-        runs = tracking.client(uri).search_runs(
-            [e.experiment_id for e in tracking.client(uri).search_experiments()],
-            filter_string=f"tags.`farm.submission_id` = '{job_id}'", max_results=1)
-        return runs[0].info.run_id if runs else None
+        return tracking.sweep_of_submission(uri, job_id)
     except Exception:  # the tracking server may be reachable from the nodes only
         return None
 
@@ -319,15 +315,13 @@ def tag_sweep_with_submission(uri: str, sweep_id: str) -> None:
     """Inside a submitted job: mark the sweep's parent run with the job's submission id."""
     submission_id = os.environ.get(SUBMISSION_ENV)
     if submission_id:
-        from farm.store import tracking
+        from farm.store import tracking  # mlflow: only inside a submitted job
 
-        tracking.client(uri).set_tag(sweep_id, "farm.submission_id", submission_id)
+        tracking.tag_submission(uri, sweep_id, submission_id)
 
 
 def _shipped(path: Path) -> bool:
     """Whether `path` is one of the project's files that `stage` copies."""
-    import fnmatch
-
     if not path.is_relative_to(PROJECT):
         return False
     parts = path.relative_to(PROJECT).parts
@@ -341,8 +335,6 @@ def submit_from_cli(config: str | None, address: str, *, grid: str, tracking_uri
 
     A study inside the project travels as the project's own file (its includes and `./` paths
     resolve as they do here); one from elsewhere travels with its includes merged, at `JOB_STUDY`."""
-    from farm.study.spec import DEFAULT_CONFIG, _read_yaml
-
     source = (Path(config) if config else DEFAULT_CONFIG).resolve()
     data = _read_yaml(source, {source})
     uri = check_tracking_for_cluster(tracking_uri)

@@ -21,6 +21,7 @@ is the record.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from typing import Any
@@ -47,7 +48,7 @@ class SweepMetrics:
     """Metrics of one sweep, fed by the driver's trial events (`started`, `retry`, `finished`)."""
 
     def __init__(self, sweep_id: str, total: int):
-        from ray.util.metrics import Counter, Gauge
+        from ray.util.metrics import Counter, Gauge  # ray: the driver has it; parse_prometheus works without
 
         self.sweep = sweep_id
         self.total = total
@@ -77,7 +78,7 @@ class SweepMetrics:
 
     def _refresh(self, linger_s: float = 60.0) -> None:
         try:
-            import ray
+            import ray  # as above
 
             period = max(ray._config.metrics_report_interval_ms(), 1000) / 2000
         except Exception:
@@ -132,8 +133,6 @@ class SweepMetrics:
 
 def parse_prometheus(text: str, name: str) -> list[tuple[dict[str, str], float]]:
     """Samples of metric `name` in Prometheus text format: (labels, value) pairs."""
-    import re
-
     out = []
     pattern = re.compile(r"^" + re.escape(name) + r"(?:\{(.*)\})?\s+(\S+)$")
     label = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')

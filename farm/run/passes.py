@@ -21,6 +21,8 @@ from pathlib import Path
 import ray
 
 from farm.analysis import plan
+from farm.analysis.records import records_from_trials
+from farm.analysis.select import settings_for
 from farm.store import tracking
 from farm.errors import UserError
 from farm.analysis.results import TRANSIENT, Status, TrialResult
@@ -46,8 +48,6 @@ def run_auto(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str,
     """Later passes of `--repeats auto` until the ranking separates, the budget is spent or the
     look limit is reached. `make_job(trial, repeats, pass_index)` builds a job that does not log
     itself; `run_jobs` runs jobs (the driver's `run_trials`). Returns the plans, the last one done."""
-    from farm.analysis.records import records_from_trials
-    from farm.analysis.select import settings_for
 
     by_id = {t.id: t for t in trials}
     plans: list[plan.PassPlan] = []

@@ -8,17 +8,21 @@ file or option, the key and the reason; nothing is started and nothing is writte
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+from mlflow.utils.credentials import read_mlflow_creds
+
 from farm.errors import UserError
 from farm.inputs import address_host_port, env_directory, tracking_uri as read_tracking_uri
+from farm.store.base import finished_trial_ids
+from farm.store.mlflow_store import MlflowStore
 from farm.study.spec import Study
 from farm.study.trial import Trial
 
@@ -89,7 +93,7 @@ def check_tracking_uri(uri: str) -> None:
         return
     parsed = urlparse(uri)
     if parsed.scheme in ("http", "https"):
-        import httpx
+        import httpx  # only for a server URI
 
         try:
             httpx.get(uri.rstrip("/") + "/health", timeout=PROBE_TIMEOUT_S)
@@ -105,10 +109,6 @@ def _check_server_login(uri: str) -> None:
     """A server behind MLflow's auth app answers /health to anyone but refuses its API without a
     login: found here, before a sweep starts, rather than as a 401 traceback from its first run.
     MLflow's own client sends the credentials, from wherever MLflow reads them."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-    from mlflow.utils.credentials import read_mlflow_creds
-
     try:
         MlflowClient(uri).search_experiments(max_results=1)
         return
@@ -146,7 +146,7 @@ def check_ray_address(address: str) -> None:
     key = "--address"
     if address == "auto":
         try:
-            from ray._private.services import canonicalize_bootstrap_address_or_die
+            from ray._private.services import canonicalize_bootstrap_address_or_die  # ray (seconds): only for 'auto'
 
             address = canonicalize_bootstrap_address_or_die("auto")
         except (ConnectionError, ImportError, ValueError) as exc:
@@ -174,18 +174,16 @@ def check_resume(uri: str, sweep_id: str, study: Study, grid: str, trials: list[
     if db is not None and not db.is_file():
         # Opening a missing SQLite store would create it: say what is wrong instead.
         raise UserError(f"no sweep with id '{sweep_id}': there is no tracking store at {db}", key=key)
-    from farm.store import tracking
-
-    run = tracking.get_sweep(uri, sweep_id)
-    if run is None:
+    store = MlflowStore(uri)
+    info = store.sweep(sweep_id)
+    if info is None:
         raise UserError(f"no sweep with id '{sweep_id}' in {uri}", key=key)
-    tags = run.data.tags
-    if tags.get("farm.study") != study.name:
-        raise UserError(f"sweep {sweep_id} is of study '{tags.get('farm.study')}', not '{study.name}' "
+    if info.study != study.name:
+        raise UserError(f"sweep {sweep_id} is of study '{info.study}', not '{study.name}' "
                         f"({study.source})", key=key)
-    if tags.get("farm.grid") != grid:
-        raise UserError(f"sweep {sweep_id} ran grid '{tags.get('farm.grid')}', not '{grid}'", key=key)
-    stored = _stored_trial_ids(uri, sweep_id)
+    if info.grid != grid:
+        raise UserError(f"sweep {sweep_id} ran grid '{info.grid}', not '{grid}'", key=key)
+    stored = store.planned_trial_ids(sweep_id)
     if stored is not None:
         now = {t.id for t in trials}
         added, gone = now - stored, stored - now
@@ -193,19 +191,8 @@ def check_resume(uri: str, sweep_id: str, study: Study, grid: str, trials: list[
             raise UserError(f"grid '{grid}' of {study.source} no longer expands to the trials of sweep {sweep_id} "
                             f"({len(added)} new, {len(gone)} gone): the study changed since the sweep started; "
                             f"start a new sweep", key=key)
-    return ResumePoint(sweep_id=sweep_id, experiment_id=run.info.experiment_id,
-                       finished=tracking.finished_trial_ids(uri, sweep_id))
-
-
-def _stored_trial_ids(uri: str, sweep_id: str) -> set[str] | None:
-    from farm.store import tracking
-
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            path = tracking.client(uri).download_artifacts(sweep_id, "sweep/trials.json", tmp)
-        except Exception:  # a sweep stored without its trial list: nothing to compare
-            return None
-        return {t["id"] for t in json.loads(Path(path).read_text())}
+    return ResumePoint(sweep_id=sweep_id, experiment_id=info.experiment_id,
+                       finished=finished_trial_ids(store, sweep_id))
 
 
 def check_sweep(study: Study, trials: list[Trial], *, grid: str, address: str | None, tracking_uri: str,

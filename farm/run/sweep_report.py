@@ -12,9 +12,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from farm.store import tracking
+from farm.store import schema, tracking
 from farm.errors import UserError
-from farm.analysis.records import records_from_trials, write_results_file
+from farm.analysis.records import Results, records_from_trials, write_results_file
 from farm.report import Report, render, report_for, verdict_line, write_plots
 from farm.analysis.results import TrialResult
 from farm.study.spec import Study
@@ -25,18 +25,24 @@ console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 def build(study: Study, grid: str | None, results: list[TrialResult], sweep_id: str, outdir: Path,
           strategy: str = "best") -> tuple[Report | None, str | None, list[Path]]:
     """Report, or why there is none, and the files written (report.md, results.json, plots)."""
-    outdir.mkdir(parents=True, exist_ok=True)
     records = records_from_trials(results, study, grid=grid, sweep_id=sweep_id)
-    files = [write_results_file(records, outdir / "results.json")]
+    return build_from_records(study, grid, records, outdir, strategy)
+
+
+def build_from_records(study: Study, grid: str | None, records: Results, outdir: Path,
+                       strategy: str = "best") -> tuple[Report | None, str | None, list[Path]]:
+    """`build` over records already read from a store (`farm.store.base.SweepStore.records`)."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    files = [write_results_file(records, outdir / schema.REPORT_RESULTS)]
     try:
         report = report_for(records, study, strategy=strategy, grid=grid)
     except UserError as exc:  # e.g. no eligible trial: the sweep still has its results
         return None, exc.reason, files
-    (outdir / "report.md").write_text(render(report, "markdown"))
-    files.append(outdir / "report.md")
-    (outdir / "recommendation.txt").write_text(report.selection.recommended.command + "\n")
-    files.append(outdir / "recommendation.txt")
-    files += [Path(p) for p in write_plots(report, outdir / "plots")]
+    (outdir / schema.REPORT_MARKDOWN).write_text(render(report, "markdown"))
+    files.append(outdir / schema.REPORT_MARKDOWN)
+    (outdir / schema.REPORT_RECOMMENDATION).write_text(report.selection.recommended.command + "\n")
+    files.append(outdir / schema.REPORT_RECOMMENDATION)
+    files += [Path(p) for p in write_plots(report, outdir / schema.REPORT_PLOTS)]
     return report, None, files
 
 

@@ -1,18 +1,18 @@
 """`farm status`: where a sweep stands, from MLflow (what finished) and Ray (what runs now).
 
-The sweep's parent run lists all its trials (`sweep/trials.json`); each finished trial is a
-child run with a status tag; a running trial is an alive actor whose name carries the sweep
-(`farm.driver.actor_name`: engine:short id:label:sweep:attempt). The rest are pending.
+The store (`farm.store.mlflow_store.MlflowStore`) lists the sweep's trials and how each ended;
+a running trial is an alive actor whose name carries the sweep (`farm.run.driver.actor_name`:
+engine:short id:label:sweep:attempt). The rest are pending.
 """
 
 from __future__ import annotations
 
-import json
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from farm.analysis.results import Status
 from farm.errors import UserError
+from farm.store.mlflow_store import MlflowStore
+from farm.store.schema import SWEEP_RUNNING
 
 STATES = ("done", "failed", "running", "pending")
 KEY = "SWEEP_ID"
@@ -46,32 +46,9 @@ class SweepStatus:
                 "trials": [t.__dict__ for t in self.trials]}
 
 
-def latest_sweep(uri: str) -> str:
-    from farm.store import tracking
-
-    c = tracking.client(uri)
-    exps = [e.experiment_id for e in c.search_experiments()]
-    runs = c.search_runs(exps, filter_string=f"tags.`{tracking.KIND_TAG}` = 'sweep'",
-                         order_by=["attributes.start_time DESC"], max_results=1) if exps else []
-    if not runs:
-        raise UserError(f"no sweep in {uri}", key="--tracking-uri")
-    return runs[0].info.run_id
-
-
-def _all_trials(uri: str, sweep_id: str) -> list[dict]:
-    from farm.store import tracking
-
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            path = tracking.client(uri).download_artifacts(sweep_id, "sweep/trials.json", tmp)
-        except Exception:  # a sweep stored without its trial list: only what ran is known
-            return []
-        return json.loads(Path(path).read_text())
-
-
 def running_actors(address: str | None, sweep_id: str) -> dict[str, str]:
     """Short trial id -> actor name, for the sweep's alive trial actors (Ray's State API)."""
-    from ray.util.state import list_actors
+    from ray.util.state import list_actors  # Ray only when --address asks it: `farm status` stays quick without
 
     out = {}
     for actor in list_actors(address=address, filters=[("state", "=", "ALIVE")], limit=10_000,
@@ -83,26 +60,14 @@ def running_actors(address: str | None, sweep_id: str) -> dict[str, str]:
 
 
 def sweep_status(uri: str, sweep_id: str | None = None, *, address: str | None = None) -> SweepStatus:
-    from farm.store import tracking
-    from farm.analysis.results import Status
-
-    sweep_id = sweep_id or latest_sweep(uri)
-    run = tracking.get_sweep(uri, sweep_id)
-    if run is None:
+    store = MlflowStore(uri)
+    sweep_id = sweep_id or store.latest_sweep()
+    info = store.sweep(sweep_id)
+    if info is None:
         raise UserError(f"no sweep with id '{sweep_id}' in {uri}", key=KEY)
-    tags = run.data.tags
-    out = SweepStatus(sweep_id=sweep_id, name=run.info.run_name or "", status=tags.get(tracking.STATUS_TAG, "?"),
-                      tracking_uri=uri)
-    latest: dict[str, object] = {}
-    for child in sorted(tracking.trial_runs(uri, sweep_id), key=lambda r: r.info.start_time or 0):
-        latest[child.data.tags.get(tracking.TRIAL_TAG, "")] = child
-    listed = _all_trials(uri, sweep_id)
-    labels = {t["id"]: t.get("name") or t["id"] for t in listed}
-    for trial_id in latest:
-        labels.setdefault(trial_id, trial_id)
-
+    out = SweepStatus(sweep_id=sweep_id, name=info.name, status=info.status, tracking_uri=uri)
     running: dict[str, str] = {}
-    if out.status == "running":
+    if out.status == SWEEP_RUNNING:
         if address:
             try:
                 running = running_actors(address, sweep_id)
@@ -111,27 +76,18 @@ def sweep_status(uri: str, sweep_id: str | None = None, *, address: str | None =
                 out.ray_note = f"Ray at {address} not asked ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
         else:
             out.ray_note = "running trials are counted as pending without --address (the Ray dashboard or 'auto')"
-    finished = {s.value for s in tracking_finished()}
-    for trial_id, label in labels.items():
-        child = latest.get(trial_id)
-        status = child.data.tags.get(tracking.STATUS_TAG) if child is not None else None
-        short = trial_id.split("-")[-1]
-        if status is not None and status in finished:
-            state = "done" if status == Status.ok.value else "failed"
-            detail = child.data.tags.get("farm.reason", "")[:200] if state == "failed" else ""
-            out.trials.append(TrialState(trial_id, label, state, status, detail))
+    for trial in store.trials(sweep_id):
+        short = trial.id.split("-")[-1]
+        if trial.finished:
+            state = "done" if trial.status == Status.ok.value else "failed"
+            detail = (trial.reason or "")[:200] if state == "failed" else ""
+            out.trials.append(TrialState(trial.id, trial.label, state, trial.status, detail))
         elif short in running:
-            out.trials.append(TrialState(trial_id, label, "running", status, running[short]))
+            out.trials.append(TrialState(trial.id, trial.label, "running", trial.status, running[short]))
         else:
-            out.trials.append(TrialState(trial_id, label, "pending", status,
-                                         f"last attempt: {status}" if status else ""))
+            out.trials.append(TrialState(trial.id, trial.label, "pending", trial.status,
+                                         f"last attempt: {trial.status}" if trial.status else ""))
     return out
-
-
-def tracking_finished():
-    from farm.analysis.results import FINISHED
-
-    return FINISHED
 
 
 def render(st: SweepStatus) -> str:

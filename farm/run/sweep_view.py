@@ -15,8 +15,9 @@ from farm.engines import get_engine
 from farm.engines.base import redact_args
 from farm.analysis.results import Status, TrialResult
 from farm.secrets import redact_flags
+from farm.study.grid import grid_costs
 from farm.study.spec import Study
-from farm.study.trial import Trial
+from farm.study.trial import Trial, control_of
 
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
@@ -29,7 +30,6 @@ def _flags_text(trial: Trial) -> str:
 
 def print_dry_run(study: Study, grid: str, trials: list[Trial]) -> None:
     """Every trial with its exact command line, one line each, ready to paste; nothing starts."""
-    from farm.study.grid import grid_costs
 
     print(f"study {study.name} ({study.source}), grid {grid}: {len(trials)} trial(s), "
           f"profiles {', '.join(study.grid_profiles(grid))}, primary {study.grid_primary_profile(grid)}")
@@ -128,11 +128,10 @@ def resume_command(command: str, sweep_id: str) -> str:
 
 def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tracking_uri, experiment, resume,
                    repeats: int, workdir: Path, command: str, only: set[str] | None = None) -> None:
-    from farm.run import driver
-    from farm.store import tracking
+    from farm.run import driver  # ray and mlflow (seconds): not for --dry-run
+    from farm.store import tracking  # mlflow, as above
 
     uri = tracking_uri or tracking.default_tracking_uri()
-    from farm.analysis.plan import control_of
 
     state = {"done": 0, "t0": time.monotonic(), "total": len(trials) if only is None else len(only)}
 
@@ -186,7 +185,7 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
         console.print("interrupted: engines stopped, sweep marked killed. Resume with:")
         print(f"  {resume_command(command, outcome.sweep_id)}", flush=True)  # one line, never wrapped: it is pasted
         raise SystemExit(130)
-    from farm.run.sweep_report import finish
+    from farm.run.sweep_report import finish  # mlflow, as above
 
     pending = [t for t in trials if t.id not in {r.trial.id for r in outcome.results}]
     finish(study, grid, outcome, uri, pending=pending)

@@ -1,9 +1,11 @@
-"""MLflow: parent run = sweep, child run = trial.
+"""MLflow, writing: parent run = sweep, child run = trial (names in farm/store/schema.py).
 
 Child runs are written by the actor that ran the trial, as soon as it finishes (artifacts go
 over HTTP to a shared server on a cluster), so every finished trial is in MLflow even if the
-driver dies later. Each child carries the full `TrialResult` as `result.json`, from which
-`farm report` and `--resume` rebuild the sweep.
+driver dies later; the driver writes only the children of trials whose actor could not.
+Each child carries the full `TrialResult` as `result.json`, from which `farm report` and
+`--resume` rebuild the sweep. The raw reads the driver needs (`load_results`, `trial_runs`)
+are here too; commands that only read go through `farm.store.mlflow_store.MlflowStore`.
 """
 
 from __future__ import annotations
@@ -20,30 +22,22 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from pydantic import ValidationError
 
+from farm.engines import get_engine
 from farm.errors import UserError, key_path
+from farm.inputs import env_tracking_uri
 from farm.analysis.results import FINISHED, Status, TrialResult
 from farm.secrets import redact_study, redact_trial
+from farm.store import schema as S
 from farm.study.spec import Study
 from farm.study.trial import Trial
 
 # Progress bars for every artifact download would drown the sweep's own output.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
-KIND_TAG = "farm.kind"
-SWEEP_TAG = "farm.sweep_id"
-TRIAL_TAG = "farm.trial_id"
-STATUS_TAG = "farm.status"
-PARENT_TAG = "mlflow.parentRunId"
-METRICS = ("total_tps", "output_tps", "request_throughput", "success_rate", "duration_s",
-           "ttft_mean_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_mean_ms", "tpot_p95_ms", "itl_mean_ms",
-           "latency_mean_s", "latency_p95_s", "guidellm_total_tps_mean", "successful_requests",
-           "total_input_tokens", "total_output_tokens")
-
 
 def default_tracking_uri() -> str:
-    """MLflow's own default: a SQLite store in the working directory, no server needed."""
-    from farm.inputs import env_tracking_uri  # MLFLOW_TRACKING_URI, checked at the boundary
-
+    """MLflow's own default: a SQLite store in the working directory, no server needed
+    (MLFLOW_TRACKING_URI first, checked where farm reads its inputs)."""
     return env_tracking_uri() or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
@@ -63,21 +57,19 @@ def start_sweep(uri: str, experiment: str, study: Study, grid: str, trials: list
     c = client(uri)
     exp_id = experiment_id(uri, experiment)
     run = c.create_run(exp_id, run_name=f"{study.name}:{grid}", tags={
-        KIND_TAG: "sweep", "farm.study": study.name, "farm.grid": grid, STATUS_TAG: "running",
+        S.KIND_TAG: S.KIND_SWEEP, S.STUDY_TAG: study.name, S.GRID_TAG: grid, S.STATUS_TAG: S.SWEEP_RUNNING,
     })
     sweep_id = run.info.run_id
-    c.log_batch(sweep_id, params=[
-        Param("study", study.name), Param("grid", grid), Param("trials", str(len(trials))),
-        Param("profiles", ",".join(study.grid_profiles(grid))), Param("repeats", str(repeats)),
-        Param("primary_profile", study.grid_primary_profile(grid)), Param("command", command[:6000]),
-    ], tags=[RunTag(SWEEP_TAG, sweep_id)])
-    from farm.engines import get_engine
-
+    values = {"study": study.name, "grid": grid, "trials": str(len(trials)),
+              "profiles": ",".join(study.grid_profiles(grid)), "repeats": str(repeats),
+              "primary_profile": study.grid_primary_profile(grid), "command": command[:S.COMMAND_PARAM_MAX_CHARS]}
+    c.log_batch(sweep_id, params=[Param(name, values[name]) for name in S.SWEEP_PARAMS],
+                tags=[RunTag(S.SWEEP_TAG, sweep_id)])
     shown = [redact_trial(t, get_engine(t.engine).secret_flags(study.engines[t.engine])) for t in trials]
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "study.yaml").write_text(yaml.safe_dump(redact_study(study), sort_keys=False))
-        (Path(tmp) / "trials.json").write_text(json.dumps([t.model_dump(mode="json") for t in shown], indent=1))
-        c.log_artifacts(sweep_id, tmp, "sweep")
+        (Path(tmp) / S.STUDY_ARTIFACT).write_text(yaml.safe_dump(redact_study(study), sort_keys=False))
+        (Path(tmp) / S.TRIALS_ARTIFACT).write_text(json.dumps([t.model_dump(mode="json") for t in shown], indent=1))
+        c.log_artifacts(sweep_id, tmp, S.SWEEP_DIR)
     return exp_id, sweep_id
 
 
@@ -87,13 +79,13 @@ def get_sweep(uri: str, sweep_id: str):
         run = client(uri).get_run(sweep_id)
     except Exception:  # MLflow raises its own error type for an unknown id
         return None
-    return run if run.data.tags.get(KIND_TAG) == "sweep" else None
+    return run if run.data.tags.get(S.KIND_TAG) == S.KIND_SWEEP else None
 
 
 def reopen_sweep(uri: str, sweep_id: str) -> None:
     c = client(uri)
     c.update_run(sweep_id, status="RUNNING")
-    c.set_tag(sweep_id, STATUS_TAG, "running")
+    c.set_tag(sweep_id, S.STATUS_TAG, S.SWEEP_RUNNING)
 
 
 def finish_sweep(uri: str, sweep_id: str, status: str, files: list[Path] | None = None) -> None:
@@ -101,11 +93,11 @@ def finish_sweep(uri: str, sweep_id: str, status: str, files: list[Path] | None 
     c = client(uri)
     for path in files or []:
         if path.is_dir():
-            c.log_artifacts(sweep_id, str(path), "report")
+            c.log_artifacts(sweep_id, str(path), S.REPORT_DIR)
         elif path.is_file():
-            c.log_artifact(sweep_id, str(path), "report")
-    c.set_tag(sweep_id, STATUS_TAG, status)
-    c.set_terminated(sweep_id, status={"finished": "FINISHED", "partial": "FINISHED", "killed": "KILLED"}.get(status, "FAILED"))
+            c.log_artifact(sweep_id, str(path), S.REPORT_DIR)
+    c.set_tag(sweep_id, S.STATUS_TAG, status)
+    c.set_terminated(sweep_id, status=S.SWEEP_END_STATUS.get(status, "FAILED"))
 
 
 def _mean(values: list[float]) -> float:
@@ -117,18 +109,15 @@ def trial_metrics(result: TrialResult) -> list[Metric]:
     out: list[Metric] = []
     for profile in result.trial.profiles:
         runs = [r for r in result.runs_of(profile) if r.metrics is not None]
-        for name in METRICS:
+        for name in S.METRICS:
             values = [getattr(r.metrics, name) for r in runs if getattr(r.metrics, name) is not None]
             if not values:
                 continue
-            out.append(Metric(f"{profile}/{name}", _mean(values), now, 0))
+            out.append(Metric(S.metric_name(profile, name), _mean(values), now, 0))
             if len(values) > 1:
-                out += [Metric(f"{profile}/runs/{name}", v, now, r.repeat)
+                out += [Metric(S.run_metric_name(profile, name), v, now, r.repeat)
                         for r, v in zip(runs, values)]
     return out
-
-
-LOG_TAIL_TAG_LINES = 25
 
 
 def log_trial(uri: str, exp_id: str | None, sweep_id: str, result: TrialResult, artifacts_dir: Path | None) -> str:
@@ -141,10 +130,10 @@ def log_trial(uri: str, exp_id: str | None, sweep_id: str, result: TrialResult, 
     exp_id = exp_id or c.get_run(sweep_id).info.experiment_id
     trial = result.trial
     run = c.create_run(exp_id, run_name=trial.label, start_time=int((result.started_at or time.time()) * 1000), tags={
-        PARENT_TAG: sweep_id, KIND_TAG: "trial", SWEEP_TAG: sweep_id, TRIAL_TAG: trial.id,
-        "farm.engine": trial.engine, "farm.node": result.node or "", "farm.node_id": result.node_id or "",
-        "farm.gpus": ",".join(result.gpus), "farm.engine_version": result.engine_version or "",
-        "farm.attempt": str(result.attempt),
+        S.PARENT_TAG: sweep_id, S.KIND_TAG: S.KIND_TRIAL, S.SWEEP_TAG: sweep_id, S.TRIAL_TAG: trial.id,
+        S.ENGINE_TAG: trial.engine, S.NODE_TAG: result.node or "", S.NODE_ID_TAG: result.node_id or "",
+        S.GPUS_TAG: ",".join(result.gpus), S.ENGINE_VERSION_TAG: result.engine_version or "",
+        S.ATTEMPT_TAG: str(result.attempt),
     })
     run_id = run.info.run_id
     try:
@@ -158,36 +147,38 @@ def log_trial(uri: str, exp_id: str | None, sweep_id: str, result: TrialResult, 
     return run_id
 
 
+def _param_value(value) -> str:
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+
 def _log_trial_body(c: MlflowClient, run_id: str, result: TrialResult, artifacts_dir: Path | None) -> None:
     trial = result.trial
-    params = [Param("engine", trial.engine), Param("model", trial.model), Param("trial_id", trial.id),
-              Param("gpus", str(trial.gpus)), Param("profiles", ",".join(trial.profiles))]
-    if trial.name:
-        params.append(Param("name", trial.name))
-    params += [Param(f"flag.{k}", json.dumps(v) if isinstance(v, (dict, list)) else str(v))
-               for k, v in trial.all_flags.items()]
-    params += [Param(f"knob.{k}", json.dumps(v) if isinstance(v, (dict, list)) else str(v))
-               for k, v in (trial.knobs or {}).items()]
+    values = {"engine": trial.engine, "model": trial.model, "trial_id": trial.id, "gpus": str(trial.gpus),
+              "profiles": ",".join(trial.profiles), "name": trial.name}
+    params = [Param(name, values[name]) for name in S.TRIAL_PARAMS if name != "name" or trial.name]
+    params += [Param(S.flag_param(k), _param_value(v)) for k, v in trial.all_flags.items()]
+    params += [Param(S.knob_param(k), _param_value(v)) for k, v in (trial.knobs or {}).items()]
+    cap = S.TAG_MAX_CHARS
     tags = []
     if result.reason:
-        tags.append(RunTag("farm.reason", result.reason[:5000]))
+        tags.append(RunTag(S.REASON_TAG, result.reason[:cap]))
     if result.status != Status.ok and result.log_tail:
         # The engine's last words, readable in the run's overview without opening an artifact
         # (scrubbed of secrets by the actor; the whole log is under files/engine.log).
-        tail_lines = "\n".join(result.log_tail.splitlines()[-LOG_TAIL_TAG_LINES:])
-        tags.append(RunTag("farm.log_tail", tail_lines[-5000:]))
+        tail_lines = "\n".join(result.log_tail.splitlines()[-S.LOG_TAIL_TAG_LINES:])
+        tags.append(RunTag(S.LOG_TAIL_TAG, tail_lines[-cap:]))
     if result.previous_attempts:
-        tags.append(RunTag("farm.previous_attempts", "\n".join(result.previous_attempts)[:5000]))
+        tags.append(RunTag(S.PREVIOUS_ATTEMPTS_TAG, "\n".join(result.previous_attempts)[:cap]))
     c.log_batch(run_id, metrics=trial_metrics(result), params=params, tags=tags)
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "result.json").write_text(result.model_dump_json(indent=1))
-        (Path(tmp) / "command.txt").write_text(result.serve_command + "\n")
+        (Path(tmp) / S.RESULT_ARTIFACT).write_text(result.model_dump_json(indent=1))
+        (Path(tmp) / S.COMMAND_ARTIFACT).write_text(result.serve_command + "\n")
         if result.log_tail:
-            (Path(tmp) / "engine-log-tail.txt").write_text(result.log_tail + "\n")
+            (Path(tmp) / S.LOG_TAIL_ARTIFACT).write_text(result.log_tail + "\n")
         c.log_artifacts(run_id, tmp)
     if artifacts_dir and Path(artifacts_dir).is_dir():
-        c.log_artifacts(run_id, str(artifacts_dir), "files")
-    c.set_tag(run_id, STATUS_TAG, result.status.value)
+        c.log_artifacts(run_id, str(artifacts_dir), S.FILES_DIR)
+    c.set_tag(run_id, S.STATUS_TAG, result.status.value)
     end = int((result.finished_at or time.time()) * 1000)
     c.set_terminated(run_id, status="FINISHED" if result.status == Status.ok else "FAILED", end_time=end)
 
@@ -196,14 +187,7 @@ def trial_runs(uri: str, sweep_id: str) -> list:
     """All child runs of a sweep."""
     c = client(uri)
     exp_id = c.get_run(sweep_id).info.experiment_id
-    return c.search_runs([exp_id], filter_string=f"tags.`{PARENT_TAG}` = '{sweep_id}'", max_results=50000)
-
-
-def finished_trial_ids(uri: str, sweep_id: str) -> set[str]:
-    """Trials of this sweep that have a final answer (resume does not run them again)."""
-    finished = {s.value for s in FINISHED}
-    return {r.data.tags.get(TRIAL_TAG) for r in trial_runs(uri, sweep_id)
-            if r.data.tags.get(STATUS_TAG) in finished}
+    return c.search_runs([exp_id], filter_string=S.trials_of_sweep_filter(sweep_id), max_results=50000)
 
 
 def drop_unfinished_runs(uri: str, sweep_id: str) -> list[str]:
@@ -214,7 +198,7 @@ def drop_unfinished_runs(uri: str, sweep_id: str) -> list[str]:
     c = client(uri)
     dropped = []
     for run in trial_runs(uri, sweep_id):
-        if run.data.tags.get(STATUS_TAG) not in finished:
+        if run.data.tags.get(S.STATUS_TAG) not in finished:
             c.delete_run(run.info.run_id)
             dropped.append(run.info.run_id)
     return dropped
@@ -227,7 +211,7 @@ def load_results(uri: str, sweep_id: str) -> list[TrialResult]:
     for run in sorted(trial_runs(uri, sweep_id), key=lambda r: r.info.start_time or 0):
         with tempfile.TemporaryDirectory() as tmp:
             try:
-                path = c.download_artifacts(run.info.run_id, "result.json", tmp)
+                path = c.download_artifacts(run.info.run_id, S.RESULT_ARTIFACT, tmp)
             except Exception:  # a run logged without its result (older schema, interrupted upload)
                 continue
             try:
@@ -235,21 +219,9 @@ def load_results(uri: str, sweep_id: str) -> list[TrialResult]:
             except ValidationError as exc:  # stored by a farm with another result schema
                 err = exc.errors()[0]
                 raise UserError(f"does not fit this farm's result schema ({err['msg']})",
-                                file=f"run {run.info.run_id}: result.json", key=key_path(err["loc"]) or None) from None
+                                file=f"run {run.info.run_id}: {S.RESULT_ARTIFACT}", key=key_path(err["loc"]) or None) from None
         by_trial[result.trial.id] = result
     return sorted(by_trial.values(), key=lambda r: r.trial.index)
-
-
-def load_study_snapshot(uri: str, sweep_id: str) -> Study:
-    c = client(uri)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = c.download_artifacts(sweep_id, "sweep/study.yaml", tmp)
-        # Read like a user's study: a snapshot an older farm stored may not fit this one's schema.
-        from farm.inputs import read_yaml_file
-        from farm.study.spec import validate_study
-
-        shown = f"sweep {sweep_id}: sweep/study.yaml"
-        return validate_study(read_yaml_file(path, shown=shown), shown)
 
 
 # --------------------------------------------------------------------------------------
@@ -260,7 +232,7 @@ def trial_run_ids(uri: str, sweep_id: str) -> dict[str, str]:
     """Trial id -> the child run `load_results` reads for it (the latest one with a result)."""
     out: dict[str, str] = {}
     for run in sorted(trial_runs(uri, sweep_id), key=lambda r: r.info.start_time or 0):
-        trial = run.data.tags.get(TRIAL_TAG)
+        trial = run.data.tags.get(S.TRIAL_TAG)
         if trial:
             out[trial] = run.info.run_id
     return out
@@ -279,26 +251,43 @@ def append_pass(uri: str, run_id: str, merged: TrialResult, new: TrialResult, pa
     metrics: list[Metric] = []
     for profile in merged.trial.profiles:
         runs = [r for r in merged.runs_of(profile) if r.metrics is not None]
-        for name in METRICS:
+        for name in S.METRICS:
             values = [(r, getattr(r.metrics, name)) for r in runs if getattr(r.metrics, name) is not None]
             if not values:
                 continue
-            metrics.append(Metric(f"{profile}/{name}", _mean([v for _, v in values]), now, pass_index - 1))
-            metrics += [Metric(f"{profile}/runs/{name}", v, now, r.repeat) for r, v in values
+            metrics.append(Metric(S.metric_name(profile, name), _mean([v for _, v in values]), now, pass_index - 1))
+            metrics += [Metric(S.run_metric_name(profile, name), v, now, r.repeat) for r, v in values
                         if r.pass_index == pass_index]
     repeats = max((len(merged.runs_of(p)) for p in merged.trial.profiles), default=0)
-    tags = [RunTag(STATUS_TAG, merged.status.value), RunTag("farm.passes", str(pass_index)),
-            RunTag("farm.repeats", str(repeats))]
+    tags = [RunTag(S.STATUS_TAG, merged.status.value), RunTag(S.PASSES_TAG, str(pass_index)),
+            RunTag(S.REPEATS_TAG, str(repeats))]
     if merged.reason:
-        tags.append(RunTag("farm.reason", merged.reason[:5000]))
-    for i in range(0, len(metrics), 900):  # MLflow takes at most 1000 metrics per batch
-        c.log_batch(run_id, metrics=metrics[i:i + 900], tags=tags if i == 0 else [])
+        tags.append(RunTag(S.REASON_TAG, merged.reason[:S.TAG_MAX_CHARS]))
+    step = S.METRICS_PER_BATCH
+    for i in range(0, len(metrics), step):
+        c.log_batch(run_id, metrics=metrics[i:i + step], tags=tags if i == 0 else [])
     if not metrics:
         c.log_batch(run_id, tags=tags)
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "result.json").write_text(merged.model_dump_json(indent=1))
+        (Path(tmp) / S.RESULT_ARTIFACT).write_text(merged.model_dump_json(indent=1))
         c.log_artifacts(run_id, tmp)
     if artifacts_dir and Path(artifacts_dir).is_dir():
-        c.log_artifacts(run_id, str(artifacts_dir), f"files/pass-{pass_index}")
+        c.log_artifacts(run_id, str(artifacts_dir), S.pass_files_dir(pass_index))
     end = int((merged.finished_at or time.time()) * 1000)
     c.set_terminated(run_id, status="FINISHED" if merged.status == Status.ok else "FAILED", end_time=end)
+
+
+# --------------------------------------------------------------------------------------
+# Ray Jobs: which submission runs a sweep
+
+
+def tag_submission(uri: str, sweep_id: str, submission_id: str) -> None:
+    client(uri).set_tag(sweep_id, S.SUBMISSION_TAG, submission_id)
+
+
+def sweep_of_submission(uri: str, submission_id: str) -> str | None:
+    """The sweep a Ray Jobs submission started, if its parent run is in this store."""
+    c = client(uri)
+    runs = c.search_runs([e.experiment_id for e in c.search_experiments()],
+                         filter_string=S.submission_filter(submission_id), max_results=1)
+    return runs[0].info.run_id if runs else None

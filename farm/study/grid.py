@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from farm.engines import get_engine
 from farm.errors import SpecError
 from farm.study.knobs import KNOBS, KnobError, describe, parse_knob
+from farm.study.repeats import first_pass_repeats
 from farm.study.spec import GridBlock, Study, check_grid_name
 from farm.study.trial import Trial, trial_id
 
@@ -100,6 +101,9 @@ def expand(study: Study, grid: str) -> list[Trial]:
                     raise SpecError(f"engine '{block.engine}' cannot express {exc.knob}={describe(knobs.get(exc.knob))}: "
                                     f"{exc.reason}", file=study.source, key=f"{where}.{section}.{exc.knob}") from None
                 model = study.models[model_key]
+                if model.weights == "dummy" and not engine.serves_dummy_weights:
+                    raise SpecError(f"engine '{block.engine}' has no dummy load format: it cannot serve model "
+                                    f"'{model_key}' with weights: dummy", file=study.source, key=f"models.{model_key}.weights")
                 flags = {**combo_flags, **rendered}
                 all_flags = {**engine_spec.flags, **flags}
                 try:
@@ -212,8 +216,6 @@ def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = N
     (`Engine.start_overhead_s`), then runs every profile `study.repeats` times (for 'auto': the
     first pass; later passes are bounded by the study's run budget). `trials`: the grid already
     expanded (a 10,000-trial grid takes a second to expand)."""
-    from farm.analysis.plan import first_pass_repeats
-
     repeats = first_pass_repeats(study.repeats)
     durations = SEED_PROFILE_SECONDS if durations is None else durations
     trials = expand(study, grid) if trials is None else trials

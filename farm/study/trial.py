@@ -43,6 +43,19 @@ class Trial(BaseModel):
         return self.name or self.id
 
 
+NODE_MARK = "@"  # `<trial id>@<node>`: a node control, the same configuration rerun on one node
+
+
+def node_control_id(trial_id: str, node: str) -> str:
+    return f"{trial_id}{NODE_MARK}{node}"
+
+
+def control_of(trial_id: str) -> str | None:
+    """The trial a node control repeats, or None for an ordinary trial."""
+    base, sep, _ = trial_id.partition(NODE_MARK)
+    return base if sep else None
+
+
 def trial_id(engine: str, model: str, flags: dict[str, Any], weights: str = "real") -> str:
     """Hash of what defines the server under test; port and host do not belong to it.
 

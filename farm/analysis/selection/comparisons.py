@@ -4,8 +4,9 @@ Pareto fronts, edges of the grid."""
 from __future__ import annotations
 
 from farm.analysis import stats as fstats
-from farm.analysis.plan import FAMILY_ALPHA, control_of
-from farm.analysis.records import Results, RunRecord
+from farm.analysis.records import Results, RunRecord, canonical_flag, flag_set
+from farm.study.repeats import FAMILY_ALPHA
+from farm.study.trial import control_of
 from farm.analysis.selection.models import (
     SINGLE_RUN_NOISE,
     STAT_METRICS,
@@ -148,7 +149,6 @@ def holm_fill(diffs: list[DiffStat], alpha: float) -> None:
 def complexity_of(rec: RunRecord, settings: SelectionSettings, baseline_model: str | None = None) -> int:
     """Non-default choices of a configuration: flags beyond its engine's required ones, plus one for
     serving another model than the baseline's (e.g. a quantized variant)."""
-    from farm.analysis.records import canonical_flag, flag_set
 
     required = flag_set(settings.required_flags.get(rec.engine, []))
     n = sum(1 for f in rec.flags if canonical_flag(f) not in required)

@@ -3,18 +3,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from farm.analysis import stats as fstats
-from farm.analysis.plan import FAMILY_ALPHA, alpha_for, is_auto
 from farm.analysis.records import Results
+from farm.engines import render_flags
 from farm.errors import UserError
-from farm.study.spec import EngineSpec, SLOSpec
+from farm.study.grid import expand
+from farm.study.repeats import FAMILY_ALPHA, alpha_for, is_auto
+from farm.study.spec import EngineSpec, SLOSpec, Study
 
-if TYPE_CHECKING:
-    from farm.study.spec import Study
 
 
 Strategy = Literal["best", "stepwise"]
@@ -89,8 +89,6 @@ def _step_grid(study: "Study", grid: str | None) -> str | None:
 
 
 def _steps(study: "Study", grid: str | None) -> list[StepDef]:
-    from farm.engines import render_flags
-    from farm.study.grid import expand
 
     if grid is None:
         return []
@@ -105,7 +103,6 @@ def settings_for(results: Results, study: "Study", *, baseline: str | None = Non
     The primary profile is the study's (or `grid`'s), unless `prefer_results_profile` and the
     results name their own (a sweep's results file analysed without `--config`).
     """
-    from farm.engines import render_flags
 
     with_runs = set(results.profiles_with_runs())
     study_primary = study.grid_primary_profile(grid) if grid else study.primary_profile

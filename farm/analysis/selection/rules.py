@@ -6,11 +6,12 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from farm.analysis.plan import control_of
 from farm.analysis.records import ConfigKey, Results, RunRecord, config_key
 from farm.analysis.selection.models import METRIC_LABELS, ChosenTrial, SelectionSettings
+from farm.engines import ENGINES, parse_cli_flags
 from farm.errors import UserError
 from farm.study.spec import EngineSpec, SLOSpec
+from farm.study.trial import Trial, control_of
 
 # --------------------------------------------------------------------------------------
 # the table of (trial, profile) cells
@@ -108,7 +109,6 @@ def _judge(cell: Cell, metric: str, min_rate: float, slo: SLOSpec | None = None)
 
 def _output_dependent_on_dummy(records: list[RunRecord]) -> list[str]:
     """Flags of a dummy-weights trial whose effect depends on the model's output (speculative decoding)."""
-    from farm.engines import ENGINES
 
     rec = next((r for r in records if r.dummy_weights), None)
     engine = ENGINES.get(rec.engine) if rec is not None else None
@@ -154,8 +154,6 @@ def serve_command(rec: RunRecord, settings: SelectionSettings) -> str:
     """The command to serve `rec`'s configuration, through its engine adapter when farm has one."""
     if rec.command:
         return rec.command
-    from farm.engines import ENGINES, parse_cli_flags
-    from farm.study.trial import Trial
 
     engine = ENGINES.get(rec.engine)
     if engine is None:  # a results file may name an engine farm has no adapter for

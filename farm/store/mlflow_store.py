@@ -1,0 +1,101 @@
+"""The MLflow backend of `SweepStore`: a sweep as farm/store/tracking.py wrote it.
+
+The parent run carries the sweep's metadata and, under `sweep/`, its study and trial list; each
+child run carries one trial attempt, whose `result.json` is the whole `TrialResult`. The
+latest child of a trial (by start time) is its answer, as `--resume` and `farm report` agree.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from farm.analysis.records import Results, records_from_trials
+from farm.errors import UserError
+from farm.inputs import read_yaml_file
+from farm.store import schema as S
+from farm.store import tracking
+from farm.store.base import SweepInfo, TrialEntry
+from farm.study.load import validate_study
+from farm.study.spec import Study
+
+
+class MlflowStore:
+    """Sweeps in the MLflow tracking store at `uri` (sqlite:///PATH or a server)."""
+
+    def __init__(self, uri: str):
+        self.uri = uri
+
+    @property
+    def where(self) -> str:
+        return self.uri
+
+    def _id(self, sweep_id: str | None) -> str:
+        return sweep_id or self.latest_sweep()
+
+    def latest_sweep(self) -> str:
+        c = tracking.client(self.uri)
+        exps = [e.experiment_id for e in c.search_experiments()]
+        runs = c.search_runs(exps, filter_string=S.sweeps_filter(), order_by=["attributes.start_time DESC"],
+                             max_results=1) if exps else []
+        if not runs:
+            raise UserError(f"no sweep in {self.uri}", key="--tracking-uri")
+        return runs[0].info.run_id
+
+    def sweep(self, sweep_id: str | None = None) -> SweepInfo | None:
+        sweep_id = self._id(sweep_id)
+        run = tracking.get_sweep(self.uri, sweep_id)
+        if run is None:
+            return None
+        tags = run.data.tags
+        return SweepInfo(sweep_id=sweep_id, name=run.info.run_name or "", study=tags.get(S.STUDY_TAG),
+                         grid=tags.get(S.GRID_TAG), status=tags.get(S.STATUS_TAG, "?"),
+                         experiment_id=run.info.experiment_id)
+
+    def _artifact(self, sweep_id: str, path: str, read):
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                local = tracking.client(self.uri).download_artifacts(sweep_id, path, tmp)
+            except Exception:  # MLflow's own error for a missing artifact (a sweep stored without it)
+                return None
+            return read(local)
+
+    def study(self, sweep_id: str | None = None) -> Study | None:
+        sweep_id = self._id(sweep_id)
+        shown = f"sweep {sweep_id}: {S.STUDY_PATH}"
+        # Read like a user's study: a snapshot an older farm stored may not fit this one's schema.
+        return self._artifact(sweep_id, S.STUDY_PATH,
+                              lambda path: validate_study(read_yaml_file(path, shown=shown), shown))
+
+    def _trial_list(self, sweep_id: str) -> list[dict] | None:
+        return self._artifact(sweep_id, S.TRIALS_PATH, lambda path: json.loads(Path(path).read_text()))
+
+    def planned_trial_ids(self, sweep_id: str | None = None) -> set[str] | None:
+        listed = self._trial_list(self._id(sweep_id))
+        return None if listed is None else {t["id"] for t in listed}
+
+    def trials(self, sweep_id: str | None = None) -> list[TrialEntry]:
+        sweep_id = self._id(sweep_id)
+        latest = {}
+        for child in sorted(tracking.trial_runs(self.uri, sweep_id), key=lambda r: r.info.start_time or 0):
+            latest[child.data.tags.get(S.TRIAL_TAG, "")] = child
+        labels = {t["id"]: t.get("name") or t["id"] for t in self._trial_list(sweep_id) or []}
+        for trial_id in latest:
+            labels.setdefault(trial_id, trial_id)
+        out = []
+        for trial_id, label in labels.items():
+            child = latest.get(trial_id)
+            tags = child.data.tags if child is not None else {}
+            out.append(TrialEntry(trial_id, label, tags.get(S.STATUS_TAG), tags.get(S.REASON_TAG)))
+        return out
+
+    def records(self, sweep_id: str | None = None, study: Study | None = None) -> Results:
+        sweep_id = self._id(sweep_id)
+        info = self.sweep(sweep_id)
+        if info is None:
+            raise UserError(f"no sweep with id '{sweep_id}' in {self.uri}", key="SWEEP_ID")
+        study = study or self.study(sweep_id)
+        if study is None:
+            raise UserError(f"sweep {sweep_id} has no stored study ({S.STUDY_PATH})", key=f"sweep {sweep_id}")
+        return records_from_trials(tracking.load_results(self.uri, sweep_id), study, grid=info.grid, sweep_id=sweep_id)

@@ -1,0 +1,126 @@
+"""farm's layout in MLflow: every tag, param, metric name and artifact path, in one place.
+
+A sweep is a parent run, each trial a child run. Stored sweeps outlive the farm that wrote them
+(`farm report`, `--resume` and `farm status` read sweeps an older farm stored), so a name here
+changes only with a migration. Writers (farm/store/tracking.py) and readers
+(farm/store/mlflow_store.py, farm/run/*) take the names from here; tests spell them literally,
+which pins the layout.
+
+Pure: no mlflow import, so the names can be read anywhere.
+"""
+
+from __future__ import annotations
+
+# --------------------------------------------------------------------------------------
+# tags
+
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's own: what makes a run a child in its UI
+KIND_TAG = "farm.kind"  # KIND_SWEEP on a parent run, KIND_TRIAL on a child run
+KIND_SWEEP = "sweep"
+KIND_TRIAL = "trial"
+SWEEP_TAG = "farm.sweep_id"  # on the parent (its own run id) and on every child
+TRIAL_TAG = "farm.trial_id"
+# A sweep's: running, finished, partial, killed, failed. A trial's: its result status, written
+# last, so that a child run without it was cut off while logging.
+STATUS_TAG = "farm.status"
+STUDY_TAG = "farm.study"
+GRID_TAG = "farm.grid"
+SUBMISSION_TAG = "farm.submission_id"  # the Ray Jobs submission that runs the sweep
+
+ENGINE_TAG = "farm.engine"
+NODE_TAG = "farm.node"
+NODE_ID_TAG = "farm.node_id"
+GPUS_TAG = "farm.gpus"  # comma-separated GPU ids the engine saw
+ENGINE_VERSION_TAG = "farm.engine_version"
+ATTEMPT_TAG = "farm.attempt"
+REASON_TAG = "farm.reason"
+LOG_TAIL_TAG = "farm.log_tail"
+PREVIOUS_ATTEMPTS_TAG = "farm.previous_attempts"
+PASSES_TAG = "farm.passes"  # `--repeats auto`: passes appended to the child run so far
+REPEATS_TAG = "farm.repeats"
+
+TAG_MAX_CHARS = 5000  # MLflow's limit on a tag value (8000) with room for its encoding
+LOG_TAIL_TAG_LINES = 25
+
+# Ray Jobs metadata of a submitted sweep and of its head check (not MLflow, but the same words).
+JOB_KIND_HEAD_CHECK = "head-check"
+
+# Sweep statuses and the MLflow run status each ends with.
+SWEEP_RUNNING = "running"
+SWEEP_END_STATUS = {"finished": "FINISHED", "partial": "FINISHED", "killed": "KILLED"}  # anything else: FAILED
+
+# --------------------------------------------------------------------------------------
+# params
+
+SWEEP_PARAMS = ("study", "grid", "trials", "profiles", "repeats", "primary_profile", "command")
+COMMAND_PARAM_MAX_CHARS = 6000
+TRIAL_PARAMS = ("engine", "model", "trial_id", "gpus", "profiles", "name")
+FLAG_PARAM_PREFIX = "flag."  # one param per engine flag: flag.<name>
+KNOB_PARAM_PREFIX = "knob."  # one param per engine-neutral knob: knob.<name>
+
+
+def flag_param(name: str) -> str:
+    return f"{FLAG_PARAM_PREFIX}{name}"
+
+
+def knob_param(name: str) -> str:
+    return f"{KNOB_PARAM_PREFIX}{name}"
+
+
+# --------------------------------------------------------------------------------------
+# metrics: `<profile>/<metric>` (MLflow's UI makes one chart section per prefix before the
+# slash, so the compare view shows every profile), the mean over a trial's runs; with more
+# than one run, `<profile>/runs/<metric>` holds each run at step = its repeat number.
+
+METRICS = ("total_tps", "output_tps", "request_throughput", "success_rate", "duration_s",
+           "ttft_mean_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_mean_ms", "tpot_p95_ms", "itl_mean_ms",
+           "latency_mean_s", "latency_p95_s", "guidellm_total_tps_mean", "successful_requests",
+           "total_input_tokens", "total_output_tokens")
+METRICS_PER_BATCH = 900  # MLflow takes at most 1000 metrics in one log_batch
+
+
+def metric_name(profile: str, metric: str) -> str:
+    return f"{profile}/{metric}"
+
+
+def run_metric_name(profile: str, metric: str) -> str:
+    return f"{profile}/runs/{metric}"
+
+
+# --------------------------------------------------------------------------------------
+# artifacts
+
+# on the parent run
+SWEEP_DIR = "sweep"
+STUDY_ARTIFACT = "study.yaml"  # the study, secrets masked
+TRIALS_ARTIFACT = "trials.json"  # every trial of the grid, secrets masked
+STUDY_PATH = f"{SWEEP_DIR}/{STUDY_ARTIFACT}"
+TRIALS_PATH = f"{SWEEP_DIR}/{TRIALS_ARTIFACT}"
+REPORT_DIR = "report"  # what the end of a sweep (and `farm report --out DIR`) writes:
+REPORT_MARKDOWN = "report.md"
+REPORT_RESULTS = "results.json"  # the sweep's runs as a results file (`farm analyze --results`)
+REPORT_RECOMMENDATION = "recommendation.txt"
+REPORT_PLOTS = "plots"
+
+# on a child run
+RESULT_ARTIFACT = "result.json"  # the whole TrialResult: what `farm report` and `--resume` rebuild from
+COMMAND_ARTIFACT = "command.txt"
+LOG_TAIL_ARTIFACT = "engine-log-tail.txt"
+FILES_DIR = "files"  # the trial's own directory (engine.log, guidellm reports)
+
+
+def pass_files_dir(pass_index: int) -> str:
+    return f"{FILES_DIR}/pass-{pass_index}"
+
+
+def trials_of_sweep_filter(sweep_id: str) -> str:
+    """MLflow search filter: the child runs of a sweep."""
+    return f"tags.`{PARENT_TAG}` = '{sweep_id}'"
+
+
+def sweeps_filter() -> str:
+    return f"tags.`{KIND_TAG}` = '{KIND_SWEEP}'"
+
+
+def submission_filter(submission_id: str) -> str:
+    return f"tags.`{SUBMISSION_TAG}` = '{submission_id}'"

