@@ -5,7 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-PURE = ["farm.study.spec", "farm.study.grid", "farm.study.trial", "farm.analysis.results", "farm.engines", "farm.engines.vllm",
+PURE = ["farm.study.spec", "farm.study.grid", "farm.study.trial", "farm.analysis.results", "farm.analysis.outcome",
+        "farm.engines", "farm.engines.vllm",
         "farm.engines.sglang", "farm.engines.mock", "farm.secrets", "actors.bench_client", "actors.datasets", "farm.inputs"]
 
 

@@ -23,7 +23,8 @@ import ray
 from farm.analysis import plan
 from farm.store import tracking
 from farm.errors import UserError
-from farm.analysis.results import TRANSIENT, Status, TrialResult
+from farm.analysis.outcome import TRANSIENT
+from farm.analysis.results import Status, TrialResult
 from farm.study.spec import Study
 from farm.study.trial import Trial
 

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from farm.engines import get_engine
 from farm.engines.base import redact_args
+from farm.analysis.outcome import LOG_EXPLAINS
 from farm.analysis.results import Status, TrialResult
 from farm.secrets import redact_flags
 from farm.study.spec import Study
@@ -72,9 +73,6 @@ def print_summary(study: Study, grid: str, results: list[TrialResult]) -> None:
 
 
 FAILURE_TAIL_LINES = 4
-# Failures the engine's own log explains (for the others, the reason says it all).
-ENGINE_FAILURES = {Status.invalid_flags, Status.oom, Status.engine_crashed, Status.engine_failed_to_start,
-                   Status.port_in_use}
 
 
 def print_failures(results: list[TrialResult]) -> None:
@@ -89,7 +87,7 @@ def print_failures(results: list[TrialResult]) -> None:
                       f"{res.reason or ''}", markup=False)
         for line in res.previous_attempts:
             console.print(f"      earlier {line}", markup=False)
-        if res.status not in ENGINE_FAILURES:
+        if res.status not in LOG_EXPLAINS:
             continue  # the engine was fine: its last lines are farm stopping it
         tail = [line for line in res.log_tail.splitlines() if line.strip()][-FAILURE_TAIL_LINES:]
         for line in tail:

@@ -21,7 +21,8 @@ from mlflow.tracking import MlflowClient
 from pydantic import ValidationError
 
 from farm.errors import UserError, key_path
-from farm.analysis.results import FINISHED, Status, TrialResult
+from farm.analysis.outcome import FINISHED
+from farm.analysis.results import Status, TrialResult
 from farm.secrets import redact_study, redact_trial
 from farm.study.spec import Study
 from farm.study.trial import Trial
