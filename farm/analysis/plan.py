@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from farm.study.trial import NODE_MARK, legacy_control_of
+
 if TYPE_CHECKING:
     from farm.analysis.records import Results
     from farm.analysis.results import TrialResult
@@ -51,7 +53,6 @@ AUTO_ALPHA = FAMILY_ALPHA / AUTO_MAX_PASSES
 AUTO_BUDGET_FACTOR = 3     # default run budget: this many times the first pass
 AUTO_MAX_REPEATS = 30      # no trial gets more repeats than this on any profile
 
-NODE_MARK = "@"            # `<trial id>@<node>`: the same configuration rerun on one node
 
 
 class _Strict(BaseModel):
@@ -103,13 +104,12 @@ class NodeSlot(_Strict):
 
 
 def node_control_id(trial_id: str, node: str) -> str:
+    """A node control's trial id: `<trial id>@<node>` (its own child run in MLflow, resumed on its own)."""
     return f"{trial_id}{NODE_MARK}{node}"
 
 
-def control_of(trial_id: str) -> str | None:
-    """The trial a node control repeats, or None for an ordinary trial."""
-    base, sep, _ = trial_id.partition(NODE_MARK)
-    return base if sep else None
+# The trial a node control repeats, read from its id; a record or trial says it in `node_control_of`.
+control_of = legacy_control_of
 
 
 def node_names(nodes: Sequence[Mapping[str, Any]]) -> list[NodeSlot]:
@@ -153,7 +153,7 @@ def node_baselines(baseline: "Trial | None", nodes: Sequence[NodeSlot], *, first
     """One extra run of the baseline pinned to each node able to run it, when there are several.
 
     Each copy is its own trial (`<id>@<node>`, named `<label>@<node>`) so that it is logged,
-    resumed and reported on its own; selection never ranks it (see `control_of`).
+    resumed and reported on its own; selection never ranks it (its `node_control_of`).
     """
     if baseline is None:
         return []
@@ -162,7 +162,7 @@ def node_baselines(baseline: "Trial | None", nodes: Sequence[NodeSlot], *, first
         return []
     return [(baseline.model_copy(update={"id": node_control_id(baseline.id, n.name),
                                          "name": f"{baseline.label}{NODE_MARK}{n.name}",
-                                         "index": first_index + i}), n)
+                                         "node_control_of": baseline.id, "index": first_index + i}), n)
             for i, n in enumerate(able)]
 
 
@@ -245,7 +245,7 @@ def auto_samples(results: "Results", settings: "SelectionSettings") -> tuple[dic
     from farm.analysis.select import build_table, complexity_of, find_baseline
 
     table = build_table(results, "total_tps", settings.min_success_rate, settings.slo)
-    cells = [c for c in table.on(settings.primary_profile) if c.eligible and control_of(c.trial) is None]
+    cells = [c for c in table.on(settings.primary_profile) if c.eligible and c.control_of is None]
     samples = {c.trial: c.values("total_tps") for c in cells}
     complexity = {c.trial: complexity_of(table.first[c.trial], settings) for c in cells}
     baseline = find_baseline(table, results, settings)

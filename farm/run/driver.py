@@ -242,7 +242,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         outcome.skipped = [t.id for t in trials if t.id in done and (only is None or t.id in only)]
         # The baseline once more on each node able to run trials, pinned there (farm/analysis/plan.py).
         controls = [(t, node) for t, node in passes.node_controls(study, trials, ACTOR_CPUS)
-                    if t.id not in done and (only is None or plan.control_of(t.id) in only)]
+                    if t.id not in done and (only is None or t.node_control_of in only)]
 
         def make_job(t: Trial, n: int, pass_index: int = 1) -> TrialJob:
             # A later pass of --repeats auto gets its own directory and run order, and is appended

@@ -130,8 +130,6 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
     from farm.store import tracking
 
     uri = tracking_uri or tracking.default_tracking_uri()
-    from farm.analysis.plan import control_of
-
     state = {"done": 0, "t0": time.monotonic(), "total": len(trials) if only is None else len(only)}
 
     def on_sweep(sweep_id: str) -> None:
@@ -142,7 +140,7 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
     def on_event(kind: str, job, result) -> None:
         elapsed = time.monotonic() - state["t0"]
         if kind == "started":
-            if control_of(job.trial.id) and job.attempt == 1:
+            if job.trial.node_control_of and job.attempt == 1:
                 state["total"] += 1  # the baseline repeated on one node (a node control)
             console.print(f"[{elapsed:6.0f}s] start   {job.trial.label} ({_flags_text(job.trial)}) attempt {job.attempt}")
         elif kind == "retry":
