@@ -387,6 +387,12 @@ class BenchActor:
         self.job = TrialJob.model_validate_json(job_json)
         self.runner = TrialRunner(self.job)
 
+    def __repr__(self) -> str:
+        # Ray reports this as the actor's `repr_name` (State API): `farm status` reads which trial
+        # a live actor of the sweep's namespace runs from it. (Ray may ask before __init__ ran.)
+        job = getattr(self, "job", None)
+        return job.trial.id if job is not None else type(self).__name__
+
     def node(self) -> dict:
         ctx = ray.get_runtime_context()
         return {"node_id": ctx.get_node_id(), "pid": os.getpid(),

@@ -18,7 +18,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.bench import BenchActor, TrackingUnavailable, TrialJob
 from farm.run import metrics, passes
-from farm.run.ray_names import actor_name
+from farm.run.ray_names import actor_name, sweep_namespace
 from farm.analysis import plan
 from farm.store import tracking
 from farm.engines import get_engine
@@ -130,6 +130,7 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
             while pending and len(running) < max_in_flight:
                 job = pending.pop(0)
                 options: dict = dict(name=actor_name(job.sweep_id, job.trial, job.attempt),
+                                     namespace=sweep_namespace(job.sweep_id),
                                      num_gpus=job.trial.gpus, num_cpus=ACTOR_CPUS, max_concurrency=3)
                 if job.trial.gpus and job.engine_spec.accelerator_type:
                     options["accelerator_type"] = job.engine_spec.accelerator_type  # only nodes with that GPU model

@@ -1,8 +1,9 @@
 """`farm status`: where a sweep stands, from MLflow (what finished) and Ray (what runs now).
 
 The sweep's parent run lists all its trials (`sweep/trials.json`); each finished trial is a
-child run with a status tag; a running trial is an alive actor whose name carries the sweep
-(`farm.driver.actor_name`: engine:short id:label:sweep:attempt). The rest are pending.
+child run with a status tag; a running trial is an alive actor in the sweep's Ray namespace
+(`farm.run.ray_names.sweep_namespace`), which reports its trial id as its `repr_name`
+(`actors.bench.BenchActor.__repr__`). The rest are pending.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from farm.errors import UserError
+from farm.run.ray_names import sweep_namespace
 
 STATES = ("done", "failed", "running", "pending")
 KEY = "SWEEP_ID"
@@ -69,16 +71,15 @@ def _all_trials(uri: str, sweep_id: str) -> list[dict]:
         return json.loads(Path(path).read_text())
 
 
-def running_actors(address: str | None, sweep_id: str) -> dict[str, str]:
-    """Short trial id -> actor name, for the sweep's alive trial actors (Ray's State API)."""
-    from ray.util.state import list_actors
+def running_trials(address: str | None, sweep_id: str) -> dict[str, str]:
+    """Trial id -> actor name, for the alive actors of the sweep's namespace (Ray's State API)."""
+    from ray.util.state import list_actors  # Ray only when asked: MLflow alone answers without it
 
     out = {}
-    for actor in list_actors(address=address, filters=[("state", "=", "ALIVE")], limit=10_000,
-                             raise_on_missing_output=False):
-        parts = (actor.name or "").split(":")
-        if len(parts) >= 5 and parts[-2] == sweep_id[:8]:
-            out[parts[1]] = actor.name
+    filters = [("state", "=", "ALIVE"), ("ray_namespace", "=", sweep_namespace(sweep_id))]
+    for actor in list_actors(address=address, filters=filters, detail=True, limit=10_000, raise_on_missing_output=False):
+        if actor.repr_name:  # empty until the actor's __init__ ran
+            out[actor.repr_name] = actor.name or ""
     return out
 
 
@@ -105,7 +106,7 @@ def sweep_status(uri: str, sweep_id: str | None = None, *, address: str | None =
     if out.status == "running":
         if address:
             try:
-                running = running_actors(address, sweep_id)
+                running = running_trials(address, sweep_id)
                 out.ray_checked = True
             except Exception as exc:  # Ray is optional here: MLflow alone still answers
                 out.ray_note = f"Ray at {address} not asked ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
@@ -115,13 +116,12 @@ def sweep_status(uri: str, sweep_id: str | None = None, *, address: str | None =
     for trial_id, label in labels.items():
         child = latest.get(trial_id)
         status = child.data.tags.get(tracking.STATUS_TAG) if child is not None else None
-        short = trial_id.split("-")[-1]
         if status is not None and status in finished:
             state = "done" if status == Status.ok.value else "failed"
             detail = child.data.tags.get("farm.reason", "")[:200] if state == "failed" else ""
             out.trials.append(TrialState(trial_id, label, state, status, detail))
-        elif short in running:
-            out.trials.append(TrialState(trial_id, label, "running", status, running[short]))
+        elif trial_id in running:
+            out.trials.append(TrialState(trial_id, label, "running", status, running[trial_id]))
         else:
             out.trials.append(TrialState(trial_id, label, "pending", status,
                                          f"last attempt: {status}" if status else ""))
@@ -129,7 +129,7 @@ def sweep_status(uri: str, sweep_id: str | None = None, *, address: str | None =
 
 
 def tracking_finished():
-    from farm.analysis.results import FINISHED
+    from farm.analysis.outcome import FINISHED
 
     return FINISHED
 
