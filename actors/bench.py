@@ -24,11 +24,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from actors import bench_client
 from actors.datasets import DatasetMissing, prepare_sharegpt
 from farm.engines import get_engine
-from farm.engines.base import redact_args
+from farm.engines.base import Failure, redact_args
 from actors.proc import (EngineEnvError, EngineExited, EngineProcess, ReadyTimeout, clean_env, expand_env, free_port,
                        tail)
-from farm.analysis.results import (TRANSIENT, ProfileRun, ReportError, Status, TrialResult, WarmupRun, parse_report,
-                          slim_report, stopped_by_time_limit)
+from farm.analysis import outcome
+from farm.analysis.results import (ProfileRun, ReportError, Status, TrialResult, WarmupRun, parse_report, slim_report,
+                                   stopped_by_time_limit)
 from farm.secrets import redact_flags, scrub, secret_values
 from farm.study.spec import EngineSpec, ProfileSpec
 from actors.tokenizer import cache_dir, resolve_tokenizer
@@ -59,25 +60,8 @@ class TrialJob(BaseModel):
     previous_attempts: list[str] = Field(default_factory=list, description="Earlier attempts that failed transiently.")
 
 
-# How the benchmark client reports that it could not talk to the engine (httpx and asyncio
-# wording). With the engine still alive, that is a network hiccup a second attempt can survive.
-_CONNECTION_ERRORS = ("ConnectError", "ConnectTimeout", "RemoteProtocolError", "Connection refused",
-                      "ConnectionRefusedError", "ConnectionResetError", "Connection reset by peer")
-
-
 class TrackingUnavailable(RuntimeError):
     """The trial ran, but its result could not be stored in MLflow (the driver retries the trial)."""
-
-
-def _status_of_runs(runs: list[ProfileRun]) -> tuple[Status, str | None]:
-    """The trial's status: the most serious of its runs' statuses."""
-    priority = [Status.engine_crashed, Status.oom, Status.timeout, Status.connection_error, Status.bench_failed,
-                Status.low_success_rate]
-    for status in priority:
-        for run in runs:
-            if run.status == status:
-                return status, f"{run.profile}#{run.repeat}: {run.reason}"
-    return Status.ok, None
 
 
 class TrialRunner:
@@ -95,12 +79,13 @@ class TrialRunner:
     def _log_tail(self) -> str:
         return scrub(tail(self.dir / "engine.log", LOG_TAIL_LINES), self._secrets)
 
+    def _classified(self) -> Failure | None:
+        """What the engine's own log patterns say of its failure, or None."""
+        return self.engine.classify(tail(self.dir / "engine.log", 400, 512_000))
+
     def _engine_failure(self, default: Status, default_reason: str) -> tuple[Status, str]:
-        log_text = tail(self.dir / "engine.log", 400, 512_000)
-        failure = self.engine.classify(log_text)
-        if failure:
-            return Status(failure.status), scrub(f"{failure.reason}: {failure.line}", self._secrets)
-        return default, default_reason
+        status, reason = outcome.engine_failure(self._classified(), default, default_reason)
+        return status, scrub(reason, self._secrets)
 
     def _reset_cache(self, base_url: str) -> bool | None:
         if not self.engine.reset_cache_path:
@@ -197,7 +182,7 @@ class TrialRunner:
         if self._cancelled.is_set():
             # Stopped from outside (Ctrl-C, the driver ending): whatever the engine's death looked
             # like, the trial has no answer and a resumed sweep runs it again.
-            result.status, result.reason = Status.cancelled, "stopped before it finished (the sweep was interrupted)"
+            result.status, result.reason = Status.cancelled, outcome.CANCELLED_REASON
         return result
 
     def _run(self, result: TrialResult, env: dict[str, str]) -> None:
@@ -260,10 +245,10 @@ class TrialRunner:
                 break
             run = self._run_profile(name, repeat, base_url, tokenizer, data_files.get(name))
             result.runs.append(run)
-            if run.status in (Status.engine_crashed, Status.oom):
+            if run.status in outcome.STOPS_TRIAL:
                 break
         result.runs.sort(key=lambda r: (trial.profiles.index(r.profile), r.repeat))
-        result.status, result.reason = _status_of_runs(result.runs)
+        result.status, result.reason = outcome.trial_status(result.runs)
 
     def _warmup(self, name: str, base_url: str, tokenizer: str, data_file: Path | None) -> WarmupRun:
         """An unrecorded run of `warmup_requests` of the profile's data: the first run after a start
@@ -274,15 +259,14 @@ class TrialRunner:
         spec = bench_client.scenario_spec(profile, target=base_url, model=self.job.trial.model, tokenizer=tokenizer,
                                           output=self.dir / f"{stem}.json", data_file=data_file,
                                           requests=profile.warmup_requests)
-        outcome = bench_client.run_client(spec, workdir=self.dir, name=stem,
-                                          timeout_s=(profile.max_seconds or 3600) + 120,
-                                          engine_alive=lambda: self.proc is not None and self.proc.alive(),
-                                          cancelled=self._cancelled.is_set)
+        client = bench_client.run_client(spec, workdir=self.dir, name=stem, timeout_s=outcome.client_timeout_s(profile),
+                                         engine_alive=lambda: self.proc is not None and self.proc.alive(),
+                                         cancelled=self._cancelled.is_set)
         warm = WarmupRun(profile=name, requests=profile.warmup_requests, seconds=round(time.time() - started, 2),
-                         ok=outcome.returncode == 0 and not outcome.timed_out)
+                         ok=client.returncode == 0 and not client.timed_out)
         if not warm.ok:
-            warm.reason = "timed out" if outcome.timed_out else (
-                f"guidellm exited with {outcome.returncode}: " + tail(outcome.log_path, 2).replace("\n", " | "))
+            warm.reason = "timed out" if client.timed_out else (
+                f"guidellm exited with {client.returncode}: " + tail(client.log_path, 2).replace("\n", " | "))
         return warm
 
     def _run_profile(self, name: str, repeat: int, base_url: str, tokenizer: str, data_file: Path | None) -> ProfileRun:
@@ -295,51 +279,29 @@ class TrialRunner:
         report = self.dir / f"{stem}.json"
         spec = bench_client.scenario_spec(profile, target=base_url, model=trial.model, tokenizer=tokenizer,
                                           output=report, data_file=data_file)
-        # Hard limit: the profile's own limit plus room for guidellm's start and report.
-        timeout_s = (profile.max_seconds or 3600) + 120
-        outcome = bench_client.run_client(spec, workdir=self.dir, name=stem, timeout_s=timeout_s,
-                                          engine_alive=lambda: self.proc is not None and self.proc.alive(),
-                                          cancelled=self._cancelled.is_set)
+        timeout_s = outcome.client_timeout_s(profile)
+        client = bench_client.run_client(spec, workdir=self.dir, name=stem, timeout_s=timeout_s,
+                                         engine_alive=lambda: self.proc is not None and self.proc.alive(),
+                                         cancelled=self._cancelled.is_set)
         run.finished_at = time.time()
         after = self._counters(base_url)
         run.engine_counters = {k: after[k] - before[k] for k in after if k in before}
-        if outcome.timed_out:
-            run.status, run.reason = Status.timeout, f"ran past {timeout_s:.0f} s"
-            return run
+        facts = dict(requests=profile.requests, max_seconds=profile.max_seconds, timeout_s=timeout_s,
+                     min_success_rate=outcome.success_floor(profile, job.min_success_rate),
+                     client_timed_out=client.timed_out, client_exit=client.returncode)
         if self.proc is not None and not self.proc.alive():
-            run.status, run.reason = self._engine_failure(
-                Status.engine_crashed, f"engine exited with code {self.proc.poll()} during the run")
-            if run.status in (Status.invalid_flags, Status.port_in_use):
-                run.status = Status.engine_crashed
-            return run
-        try:
-            raw = json.loads(report.read_text())
-            run.metrics, _ = parse_report(raw, profile.requests)
-            report.write_text(json.dumps(slim_report(raw)))
-            run.report_file = report.name
-        except (OSError, ValueError, ReportError) as exc:
-            client_log = tail(outcome.log_path, 200)
-            lost = next((m for m in _CONNECTION_ERRORS if m in client_log), None)
-            run.status = Status.connection_error if lost else Status.bench_failed
-            run.reason = (f"guidellm failed (exit {outcome.returncode}): {exc}; "
-                          + (f"it lost its connection to the running engine ({lost}); " if lost else "")
-                          + tail(outcome.log_path, 3).replace("\n", " | "))
-            return run
-        done = run.metrics.successful_requests + run.metrics.errored_requests
-        if stopped_by_time_limit(raw) and done < profile.requests:
-            # guidellm's max_duration constraint ended the run: the profile ran past its limit.
-            run.status = Status.timeout
-            run.reason = (f"ran past its limit of {profile.max_seconds:g} s: {done:.0f} of {profile.requests} "
-                          f"requests finished ({run.metrics.successful_requests:.0f} succeeded)")
-            return run
-        # A profile's SLO may set its own floor (a 64-request CI profile cannot demand 99 %:
-        # one request still in flight when guidellm stops is already 1.6 %).
-        floor = profile.slo.min_success_rate if profile.slo and profile.slo.min_success_rate is not None \
-            else job.min_success_rate
-        if run.metrics.success_rate < floor:
-            run.status = Status.low_success_rate
-            run.reason = (f"{run.metrics.successful_requests:.0f} of {run.metrics.total_requests:.0f} requests "
-                          f"succeeded ({run.metrics.success_rate:.1%} < {floor:.0%})")
+            facts.update(engine_died=True, engine_exit=self.proc.poll(), engine_failure=self._classified())
+        elif not client.timed_out:  # a client stopped mid-run left no report of it
+            try:
+                raw = json.loads(report.read_text())
+                run.metrics, _ = parse_report(raw, profile.requests)
+                report.write_text(json.dumps(slim_report(raw)))
+                run.report_file = report.name
+                facts.update(metrics=run.metrics, stopped_by_time_limit=stopped_by_time_limit(raw))
+            except (OSError, ValueError, ReportError) as exc:
+                facts.update(report_error=str(exc), client_log=tail(client.log_path, 200))
+        status, reason = outcome.judge_run(outcome.RunFacts(**facts))
+        run.status, run.reason = status, scrub(reason, self._secrets) if reason else None
         return run
 
     def _scrub_artifacts(self) -> None:
@@ -425,6 +387,12 @@ class BenchActor:
         self.job = TrialJob.model_validate_json(job_json)
         self.runner = TrialRunner(self.job)
 
+    def __repr__(self) -> str:
+        # Ray reports this as the actor's `repr_name` (State API): `farm status` reads which trial
+        # a live actor of the sweep's namespace runs from it. (Ray may ask before __init__ ran.)
+        job = getattr(self, "job", None)
+        return job.trial.id if job is not None else type(self).__name__
+
     def node(self) -> dict:
         ctx = ray.get_runtime_context()
         return {"node_id": ctx.get_node_id(), "pid": os.getpid(),
@@ -442,7 +410,7 @@ class BenchActor:
         A transient failure (the driver retries it) and a cancelled trial are not logged here:
         the driver asks for `record()` only when a transient failure is the last word."""
         self.result = self.runner.run()
-        if self.result.status not in TRANSIENT and self.result.status != Status.cancelled:
+        if outcome.logged_by_actor(self.result.status):
             self.record()
         return self.result.model_dump_json()
 

@@ -31,8 +31,6 @@ FORKSERVER_PRELOAD = ["guidellm.scheduler", "guidellm.backends", "guidellm.schem
 
 
 def run_spec(path: str) -> int:
-    import asyncio
-
     # guidellm after the settings above, and only in this child: its spawned workers re-import
     # the main module, so a top-level import would multiply (DESIGN.md, guidellm facts).
     from guidellm.benchmark import benchmark_generative_text

@@ -52,6 +52,7 @@ class Observer(threading.Thread):
         self.sweep_id: str | None = None
         self.statuses: list[dict[str, int]] = []
         self.names: set[str] = set()
+        self.found: dict[str, str] = {}  # trial id -> actor name, as `farm status` finds them in the sweep's namespace
         self.scrapes: list[str] = []
         self.errors: list[str] = []
         self.stop = threading.Event()
@@ -65,10 +66,11 @@ class Observer(threading.Thread):
             except Exception as exc:  # the State API may be briefly busy; keep the last error
                 self.errors.append(f"state: {exc}")
             if self.sweep_id:
-                from farm.run.sweep_status import sweep_status
+                from farm.run.sweep_status import running_trials, sweep_status
 
                 try:
                     self.statuses.append(sweep_status(self.uri, self.sweep_id, address=self.dashboard).counts())
+                    self.found.update(running_trials(self.dashboard, self.sweep_id))
                 except Exception as exc:
                     self.errors.append(f"status: {exc}")
             for port in self.ports:
@@ -188,7 +190,7 @@ def test_each_engine_saw_exactly_its_gpus(cluster_sweep):
 
 
 def test_actor_names_are_readable_in_the_state_api(cluster_sweep):
-    from farm.run.driver import actor_name
+    from farm.run.ray_names import actor_name
 
     outcome, observer = cluster_sweep["outcome"], cluster_sweep["observer"]
     expected = {actor_name(outcome.sweep_id, t, 1) for t in cluster_sweep["trials"]}
@@ -254,11 +256,17 @@ def test_the_grafana_dashboard_asks_for_series_ray_exports(cluster_sweep):
 
 
 def test_farm_status_saw_trials_running_then_all_done(cluster_sweep):
+    from farm.run.ray_names import actor_name
     from farm.run.sweep_status import sweep_status
 
     observer = cluster_sweep["observer"]
     assert any(c["running"] >= 1 for c in observer.statuses), (observer.statuses[-3:], observer.errors[-3:])
     assert all(sum(c.values()) == 8 for c in observer.statuses)
+    # Found by the sweep's Ray namespace: each live actor there is one of the sweep's trials.
+    outcome, trials = cluster_sweep["outcome"], {t.id: t for t in cluster_sweep["trials"]}
+    assert observer.found and set(observer.found) <= set(trials), (observer.found, observer.errors[-3:])
+    for trial_id, name in observer.found.items():
+        assert name == actor_name(outcome.sweep_id, trials[trial_id], 1)
     # (the sweep itself is marked finished by the CLI after its report; run_sweep leaves it running)
     final = sweep_status(cluster_sweep["uri"], cluster_sweep["outcome"].sweep_id)
     assert final.counts() == {"done": 8, "failed": 0, "running": 0, "pending": 0}

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from conftest import FIXTURES
-from farm.analysis.results import FINISHED, TRANSIENT, Status, stopped_by_time_limit
+from farm.analysis.outcome import FINISHED, TRANSIENT
+from farm.analysis.results import Status, stopped_by_time_limit
 
 
 def test_only_what_a_second_attempt_can_fix_is_transient():

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 PURE = ["farm.study.spec", "farm.study.load", "farm.study.grid", "farm.study.trial", "farm.analysis.results",
+        "farm.analysis.outcome",
         "farm.analysis.select", "farm.analysis.plan", "farm.report", "farm.engines", "farm.engines.vllm",
         "farm.engines.sglang", "farm.engines.mock", "farm.secrets", "farm.store.schema", "farm.store.base",
         "farm.store.results_store", "actors.bench_client", "actors.datasets", "farm.inputs"]

@@ -29,9 +29,11 @@ PROFILE = {"data": {"kind": "synthetic", "prompt_tokens": 16, "output_tokens": 8
            "requests": 4, "max_concurrency": 4, "max_seconds": 60}
 
 
-def _named(ray, name: str):
+def _named(ray, name: str, sweep_id: str):
+    from farm.run.ray_names import sweep_namespace
+
     try:
-        return ray.get_actor(name)
+        return ray.get_actor(name, namespace=sweep_namespace(sweep_id))
     except ValueError:
         return None
 
@@ -42,6 +44,7 @@ def lost(tmp_path_factory):
     from ray.cluster_utils import Cluster
 
     from farm.run import driver
+    from farm.run.ray_names import actor_name
     from farm.study.grid import expand
     from farm.study.load import load_study
     from raynodes import LOOPBACK_ENV, set_env
@@ -97,7 +100,7 @@ def lost(tmp_path_factory):
     def on_event(kind, job, result) -> None:
         note(f"{kind} {names[job.trial.id]} a{job.attempt}" + (f" {result.status.value}" if result else ""))
         if kind == "placed":
-            actor = _named(ray, driver.actor_name(job.sweep_id, job.trial, job.attempt))
+            actor = _named(ray, actor_name(job.sweep_id, job.trial, job.attempt), job.sweep_id)
             node = ray.get(actor.node.remote(), timeout=60)["node_id"] if actor else None
             placements[(names[job.trial.id], job.attempt)] = node
             placed.put((job.trial.id, job.attempt, node, actor))

@@ -111,7 +111,7 @@ def node_baselines(baseline: "Trial | None", nodes: Sequence[NodeSlot], *, first
     """One extra run of the baseline pinned to each node able to run it, when there are several.
 
     Each copy is its own trial (`<id>@<node>`, named `<label>@<node>`) so that it is logged,
-    resumed and reported on its own; selection never ranks it (see `control_of`).
+    resumed and reported on its own; selection never ranks it (its `node_control_of`).
     """
     if baseline is None:
         return []
@@ -120,7 +120,7 @@ def node_baselines(baseline: "Trial | None", nodes: Sequence[NodeSlot], *, first
         return []
     return [(baseline.model_copy(update={"id": node_control_id(baseline.id, n.name),
                                          "name": f"{baseline.label}{NODE_MARK}{n.name}",
-                                         "index": first_index + i}), n)
+                                         "node_control_of": baseline.id, "index": first_index + i}), n)
             for i, n in enumerate(able)]
 
 
@@ -200,7 +200,7 @@ def auto_samples(results: "Results", settings: "SelectionSettings") -> tuple[dic
     """Eligible candidates' samples on the primary profile (node controls left out), their
     complexity, and the baseline trial id: the inputs of `next_pass`."""
     table = build_table(results, "total_tps", settings.min_success_rate, settings.slo)
-    cells = [c for c in table.on(settings.primary_profile) if c.eligible and control_of(c.trial) is None]
+    cells = [c for c in table.on(settings.primary_profile) if c.eligible and c.control_of is None]
     samples = {c.trial: c.values("total_tps") for c in cells}
     complexity = {c.trial: complexity_of(table.first[c.trial], settings) for c in cells}
     baseline = find_baseline(table, results, settings)

@@ -8,6 +8,9 @@ recomputed at any time from stored results.
 Runs of the same engine, model and flag set are one trial, whatever the file calls them: the
 seed reports its baseline as `engine_vllm_default` on ShareGPT and as
 `final_baseline_throughput` on the throughput profile, and both are the same server.
+
+A record's flags are a mapping (name -> value, as the command line gives it); a results file writes
+them as the CLI strings `--name=value` the seed's file uses, read into the mapping once, here.
 """
 
 from __future__ import annotations
@@ -16,17 +19,18 @@ import json
 import math
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError,
                       field_validator)
 
-from farm.errors import UserError, key_path
 from farm.analysis.results import Status, TrialResult
-from farm.engines import get_engine, render_flags
-from farm.engines.base import redact_args
+from farm.engines import get_engine
+from farm.engines.base import parse_cli_flags, render_flags
+from farm.errors import UserError, key_path
+from farm.secrets import redact_flags
 from farm.study.spec import EngineSpec, Study
-
+from farm.study.trial import legacy_control_of
 
 RESULTS_FORMAT_VERSION = 1
 
@@ -56,15 +60,19 @@ def canonical_flag(flag: str) -> str:
     return f"--{name}={value}"
 
 
-def flag_set(flags: list[str]) -> frozenset[str]:
-    """Flags compare as sets: the order they were written in never matters."""
-    return frozenset(canonical_flag(f) for f in flags)
+Flags = Mapping[str, Any]
+
+
+def flag_set(flags: Flags) -> frozenset[str]:
+    """Flags compare as sets of what the engine is given: the order they were written in never
+    matters, nor whether a number was written as one (`4`) or read from a CLI string (`"4"`)."""
+    return frozenset(canonical_flag(f) for f in render_flags(flags))
 
 
 ConfigKey = tuple[str, str, frozenset]
 
 
-def config_key(engine: str, model: str, flags: list[str]) -> ConfigKey:
+def config_key(engine: str, model: str, flags: Flags) -> ConfigKey:
     """What defines the server under test: two runs with the same key are the same trial."""
     return (engine, model, flag_set(flags))
 
@@ -115,7 +123,11 @@ class RunRecord(_Strict):
     name: str | None = Field(default=None, description="Human name of the trial (a seed step), if any.")
     engine: str = Field(description="Engine adapter name.")
     model: str = Field(description="Model id or path the engine served.")
-    flags: list[str] = Field(description="Every engine flag as a CLI string `--name=value` or `--name`, secrets masked.")
+    flags: dict[str, Any] = Field(
+        description="Every engine flag by name, secrets masked, valued as the command line gives it: true for a bare "
+        "`--name`, a mapping or list for a JSON value, the text of any other value.")
+    node_control_of: str | None = Field(
+        default=None, description="Set for a node control: the trial whose configuration this run repeats on `node` (never ranked).")
     profile: str = Field(description="Benchmark profile of this run.")
     repeat: int = Field(default=0, ge=0, description="Repeat number of this trial on this profile.")
     status: Status = Field(default=Status.ok, description="Outcome of the run; metrics are only trusted when `ok`.")
@@ -125,6 +137,14 @@ class RunRecord(_Strict):
     node: str | None = Field(default=None, description="Node the run ran on, if known.")
     command: str | None = Field(default=None, description="The serve command, when the source recorded one.")
     provenance: Provenance | None = Field(default=None, description="Versions, GPU, weights and engine start.")
+
+    @field_validator("flags")
+    @classmethod
+    def _as_the_command_line_gives_them(cls, flags: dict[str, Any]) -> dict[str, Any]:
+        # One form whatever the source: a sweep's 32768 and a results file's "32768" are one value
+        # (and a record survives a results file unchanged); false or unset is no flag at all.
+        return {k: v if v is True or isinstance(v, (dict, list)) else str(v)
+                for k, v in flags.items() if v is not None and v is not False}
 
     @property
     def dummy_weights(self) -> bool:
@@ -137,6 +157,11 @@ class RunRecord(_Strict):
     @property
     def key(self) -> ConfigKey:
         return config_key(self.engine, self.model, self.flags)
+
+    @property
+    def cli_flags(self) -> list[str]:
+        """The flags as the engine's command line writes them (`--name=value`, `--name`)."""
+        return render_flags(self.flags)
 
     @property
     def measured(self) -> bool:
@@ -212,6 +237,7 @@ class _FileRun(_Strict):
     metrics: dict[str, StrictFloat | None] = Field(default_factory=dict)
     trial: StrictStr | None = None
     name: StrictStr | None = None
+    node_control_of: StrictStr | None = None
     repeat: StrictInt = Field(default=0, ge=0)
     status: Status = Status.ok
     reason: StrictStr | None = None
@@ -225,9 +251,14 @@ class _FileRun(_Strict):
     @field_validator("flags")
     @classmethod
     def _cli_flags(cls, flags: list[str]) -> list[str]:
+        seen: dict[str, int] = {}
         for i, flag in enumerate(flags):
             if not flag.startswith("--") or len(flag) < 3:
                 raise ValueError(f"flags[{i}] {flag!r} is not a CLI flag like --name=value")
+            name = flag[2:].partition("=")[0]
+            if name in seen:  # one value per flag: which one the engine would take is its own business
+                raise ValueError(f"flags[{i}] --{name} given twice (also flags[{seen[name]}])")
+            seen[name] = i
         return flags
 
 
@@ -312,7 +343,8 @@ def results_from_data(data: Any, source: str) -> Results:
             raise UserError(f"duplicate run id '{run.id}' (first at runs[{seen_ids[run.id]}])", file=source, key=f"runs[{i}].id")
         seen_ids[run.id] = i
         metrics = _check_run(run, i, profiles, source)
-        key = config_key(run.engine, run.model, run.flags)
+        flags = parse_cli_flags(run.flags)
+        key = config_key(run.engine, run.model, flags)
         # Without an explicit trial id, the first run of a configuration names its trial.
         first = first_run_of.setdefault(key, run.id)
         records.append(RunRecord(
@@ -321,7 +353,9 @@ def results_from_data(data: Any, source: str) -> Results:
             name=run.name if run.name is not None else (None if run.trial else first),
             engine=run.engine,
             model=run.model,
-            flags=list(run.flags),
+            flags=flags,
+            # Files written before the key existed name a node control only in its trial id.
+            node_control_of=run.node_control_of or legacy_control_of(run.trial or ""),
             profile=run.profile,
             repeat=run.repeat,
             status=run.status,
@@ -360,7 +394,7 @@ def results_to_data(results: Results) -> dict[str, Any]:
     for rec in results.records:
         run: dict[str, Any] = {
             "id": rec.id, "trial": rec.trial, "name": rec.name, "engine": rec.engine, "model": rec.model,
-            "flags": list(rec.flags), "profile": rec.profile, "repeat": rec.repeat, "status": rec.status.value,
+            "flags": rec.cli_flags, "node_control_of": rec.node_control_of, "profile": rec.profile, "repeat": rec.repeat, "status": rec.status.value,
             "reason": rec.reason, "node": rec.node, "command": rec.command, "metrics": dict(rec.metrics),
             "provenance": rec.provenance.model_dump(exclude_none=True) if rec.provenance else None,
         }
@@ -423,10 +457,9 @@ def _latest_attempts(trial_results: list["TrialResult"]) -> list["TrialResult"]:
     return sorted(latest.values(), key=lambda tr: tr.trial.index)
 
 
-def _trial_flags(tr: "TrialResult", study: "Study") -> list[str]:
-    engine = get_engine(tr.trial.engine)
+def _trial_flags(tr: "TrialResult", study: "Study") -> dict[str, Any]:
     spec = study.engines.get(tr.trial.engine) or EngineSpec()
-    return redact_args(render_flags(tr.trial.all_flags), engine.secret_flags(spec))
+    return redact_flags(tr.trial.all_flags, get_engine(tr.trial.engine).secret_flags(spec))
 
 
 def records_from_trials(trial_results: list["TrialResult"], study: "Study", *, grid: str | None = None,
@@ -475,7 +508,7 @@ def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, Profil
     # (as farm/analysis/plan.py names node controls). A later pass's run names its own node (hostname).
     node = f"{tr.node}-{tr.node_id[:8]}" if tr.node in shared and tr.node_id else tr.node
     common = dict(trial=t.id, name=t.name, engine=t.engine, model=t.model, flags=_trial_flags(tr, study),
-                  node=node, command=tr.serve_command or None)
+                  node_control_of=t.node_control_of, node=node, command=tr.serve_command or None)
     out = []
     for run in tr.runs:
         metrics = run.metrics.model_dump(exclude_none=True) if run.metrics else {}

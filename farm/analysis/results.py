@@ -36,14 +36,7 @@ class Status(str, Enum):
     cancelled = "cancelled"
 
 
-# Failures that a second attempt (elsewhere) can fix: the actor or its node went away, another
-# process took the engine's port between choosing and binding it, or the benchmark client lost
-# its connection to an engine that is still running. Everything else (a refused flag, OOM, a
-# crash under load, a time limit) would fail the same way again: recorded once, never retried.
-TRANSIENT = frozenset({Status.node_lost, Status.port_in_use, Status.connection_error})
-# A trial with one of these has a final answer; resume does not run it again. A transient
-# failure that used up its retries is not final: a resumed sweep tries it once more.
-FINISHED = frozenset(Status) - TRANSIENT - {Status.cancelled}
+# What each status means for retries, resume and a trial's status: farm/analysis/outcome.py.
 
 
 class RunMetrics(BaseModel):

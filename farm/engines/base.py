@@ -168,18 +168,22 @@ class Engine:
         return [f"--{self.model_arg}={model}"] if self.model_arg else [model]
 
     def serve_args(self, trial: Trial) -> list[str]:
-        return self.model_args(trial.model) + render_flags(self.weights_flags(trial)) + render_flags(trial.all_flags)
+        return self.flag_args(trial.model, trial.all_flags, trial.weights)
+
+    def flag_args(self, model: str, flags: Mapping[str, Any], weights: str = "real") -> list[str]:
+        """The engine's own arguments to serve `model` with `flags` (every flag, required ones included)."""
+        return self.model_args(model) + render_flags(self.weights_flags(flags, weights)) + render_flags(flags)
 
     @property
     def serves_dummy_weights(self) -> bool:
         """Whether a `weights: dummy` model can run on this engine (the grid refuses it otherwise)."""
         return bool(self.dummy_weights_flags) or not self.loads_weights
 
-    def weights_flags(self, trial: Trial) -> dict[str, Any]:
+    def weights_flags(self, flags: Mapping[str, Any], weights: str) -> dict[str, Any]:
         """The dummy-weights flags a `weights: dummy` trial gets (unless its flags already set them)."""
-        if trial.weights != "dummy":
+        if weights != "dummy":
             return {}
-        return {k: v for k, v in self.dummy_weights_flags.items() if k not in trial.all_flags}
+        return {k: v for k, v in self.dummy_weights_flags.items() if k not in flags}
 
     def output_dependent(self, flags: Mapping[str, Any] | Sequence[str]) -> list[str]:
         """The flags (of a mapping, or of `--name=value` strings) whose effect depends on the model's output."""
@@ -236,7 +240,11 @@ class Engine:
 
     def serve_command(self, spec: EngineSpec, trial: Trial) -> str:
         """What a user pastes to serve this configuration (no host, port or secrets)."""
-        return shlex.join(redact_args(self.launcher(spec) + self.serve_args(trial), self.secret_flags(spec)))
+        return self.serve_command_of(spec, trial.model, trial.all_flags, trial.weights)
+
+    def serve_command_of(self, spec: EngineSpec, model: str, flags: Mapping[str, Any], weights: str = "real") -> str:
+        """`serve_command` for a configuration known by its model and flags (a run record)."""
+        return shlex.join(redact_args(self.launcher(spec) + self.flag_args(model, flags, weights), self.secret_flags(spec)))
 
     def secret_flags(self, spec: EngineSpec) -> set[str]:
         return set(self.secret_flag_names) | {f.lstrip("-") for f in spec.secret_flags}

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 from farm.engines.base import Engine, FailurePattern, render_flags
 from farm.study.spec import EngineSpec
-from farm.study.trial import Trial
 
 # Installed beside farm's own interpreter: the mock engine is part of farm's environment.
 _GUIDELLM = str(Path(sys.executable).with_name("guidellm"))
@@ -46,9 +45,9 @@ class MockEngine(Engine):
             raise ValueError(f"mock flag '{self.gpus_flag}' must be a whole number >= 0, got {value!r}")
         return value
 
-    def serve_args(self, trial: Trial) -> list[str]:
-        flags = {k: v for k, v in trial.all_flags.items() if k != self.gpus_flag}
-        return self.model_args(trial.model) + render_flags(flags)
+    def flag_args(self, model: str, flags: Mapping[str, Any], weights: str = "real") -> list[str]:
+        # The mock server has no GPUs to be told of; it loads no weights either.
+        return self.model_args(model) + render_flags({k: v for k, v in flags.items() if k != self.gpus_flag})
 
     def warmup_command(self, spec: EngineSpec, model: str) -> list[str] | None:
         return None  # the mock server loads no weights

@@ -192,11 +192,11 @@ class VLLMEngine(Engine):
                 * _int_flag(flags, "pipeline-parallel-size", "pp")
                 * _int_flag(flags, "data-parallel-size", "dp"))
 
-    def serve_args(self, trial: Trial) -> list[str]:
-        args = super().serve_args(trial)
+    def flag_args(self, model: str, flags: Mapping[str, Any], weights: str = "real") -> list[str]:
+        args = super().flag_args(model, flags, weights)
         # Several GPUs on one node: vLLM's own worker processes, never Ray (vLLM would otherwise
         # join farm's Ray cluster for its executor).
-        if self.gpus(trial.all_flags) > 1 and "distributed-executor-backend" not in trial.all_flags:
+        if self.gpus(flags) > 1 and "distributed-executor-backend" not in flags:
             args += render_flag("distributed-executor-backend", "mp")
         return args
 

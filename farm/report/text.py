@@ -549,7 +549,7 @@ def _runs(doc: _Doc, report: Report) -> None:
     for rec in report.results.records:
         doc.h3(f"{rec.id} ({rec.label}, {rec.profile}" + (f", repeat {rec.repeat}" if rec.repeat else "") + ")")
         doc.p(f"{rec.engine} {rec.model}, backend parameters:")
-        doc.code("\n".join(rec.flags) or "(none)")
+        doc.code("\n".join(rec.cli_flags) or "(none)")
         doc.code(benchmark_block(rec))
 
 

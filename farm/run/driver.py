@@ -8,7 +8,6 @@ hears of it, so a driver that dies loses nothing: `--resume SWEEP_ID` runs only 
 from __future__ import annotations
 
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
@@ -19,13 +18,15 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.bench import BenchActor, TrackingUnavailable, TrialJob
 from farm.run import metrics, passes
+from farm.run.ray_names import actor_name, sweep_namespace
 from farm.analysis import plan
 from farm.store import tracking
 from farm.engines import get_engine
 from farm.errors import UserError
 from farm.run.jobs import client_runtime_env, is_client_address, tag_sweep_with_submission
 from farm.run.preflight import check_resume
-from farm.analysis.results import TRANSIENT, Status, TrialResult
+from farm.analysis.outcome import TRANSIENT, Lost, lost_actor_result, should_retry
+from farm.analysis.results import TrialResult
 from farm.secrets import redact_trial
 from farm.study.spec import EngineSpec, Study
 from farm.study.trial import Trial
@@ -41,13 +42,6 @@ class SweepOutcome:
     results: list[TrialResult] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     interrupted: bool = False
-
-
-def actor_name(sweep_id: str, trial: Trial, attempt: int) -> str:
-    """Readable in the Ray dashboard: engine, short id, what differs, sweep, attempt."""
-    differs = ",".join(f"{k}={v}" for k, v in trial.flags.items() if not isinstance(v, (dict, list)))[:60]
-    label = trial.name or differs or "default"
-    return f"{trial.engine}:{trial.id.split('-')[-1]}:{label}:{sweep_id[:8]}:a{attempt}"
 
 
 def check_capacity(trials: list[Trial], engines: Mapping[str, EngineSpec] | None = None) -> None:
@@ -78,23 +72,18 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _result_without_actor(job: TrialJob, exc: BaseException, node_id: str | None) -> TrialResult:
-    """The result of a trial whose actor gave none back.
-
-    The actor or its node died (`node_lost`, retried), the result could not be stored
-    (`connection_error`, retried), or farm itself failed inside the actor (`bench_failed`,
-    not retried: it would fail the same way again).
-    """
+    """The result of a trial whose actor gave none back: which Ray error it was decides which
+    loss (farm.analysis.outcome.Lost) it is; outcome says what that loss means."""
     cause = exc.cause if isinstance(exc, RayTaskError) else None
     if isinstance(exc, RayActorError) or not isinstance(exc, RayTaskError):
-        status, reason = Status.node_lost, f"actor or node lost: {type(exc).__name__}: {_first_line(exc)}"
+        lost, detail = Lost.actor, f"{type(exc).__name__}: {_first_line(exc)}"
     elif isinstance(cause, TrackingUnavailable):
-        status, reason = Status.connection_error, str(cause)
+        lost, detail = Lost.not_stored, str(cause)
     else:
-        status, reason = Status.bench_failed, f"farm failed on the node: {type(cause or exc).__name__}: {_first_line(cause or exc)}"
+        lost, detail = Lost.farm, f"{type(cause or exc).__name__}: {_first_line(cause or exc)}"
     trial = redact_trial(job.trial, get_engine(job.trial.engine).secret_flags(job.engine_spec))
-    now = time.time()
-    return TrialResult(sweep_id=job.sweep_id, trial=trial, status=status, reason=reason, attempt=job.attempt,
-                       node_id=node_id, previous_attempts=list(job.previous_attempts), started_at=now, finished_at=now)
+    return lost_actor_result(sweep_id=job.sweep_id, trial=trial, attempt=job.attempt,
+                             previous_attempts=job.previous_attempts, node_id=node_id, lost=lost, detail=detail)
 
 
 def _other_node(avoid: set[str], gpus: int) -> str | None:
@@ -128,7 +117,7 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
 
     `pins` (trial id -> Ray node id) holds a trial to one node (the baseline's node controls).
 
-    Retries only transient failures (`results.TRANSIENT`), up to `max_retries` times, each on
+    Retries only transient failures (`outcome.should_retry`), up to `max_retries` times, each on
     another node than the attempts before where one can take it (soft: if none can, anywhere).
     A final result is in MLflow when this hears of it: logged by the actor, or here when the
     actor is gone (`log_lost`).
@@ -142,6 +131,7 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
             while pending and len(running) < max_in_flight:
                 job = pending.pop(0)
                 options: dict = dict(name=actor_name(job.sweep_id, job.trial, job.attempt),
+                                     namespace=sweep_namespace(job.sweep_id),
                                      num_gpus=job.trial.gpus, num_cpus=ACTOR_CPUS, max_concurrency=3)
                 if job.trial.gpus and job.engine_spec.accelerator_type:
                     options["accelerator_type"] = job.engine_spec.accelerator_type  # only nodes with that GPU model
@@ -175,7 +165,7 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
                 node = result.node_id or item.node_id
                 if node:
                     tried_nodes.setdefault(job.trial.id, set()).add(node)
-                if result.status in TRANSIENT and job.attempt <= max_retries:
+                if should_retry(result.status, job.attempt, max_retries):
                     ray.kill(actor, no_restart=True)
                     on_event("retry", job, result)
                     pending.append(job.model_copy(update={
@@ -253,7 +243,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         outcome.skipped = [t.id for t in trials if t.id in done and (only is None or t.id in only)]
         # The baseline once more on each node able to run trials, pinned there (farm/analysis/plan.py).
         controls = [(t, node) for t, node in passes.node_controls(study, trials, ACTOR_CPUS)
-                    if t.id not in done and (only is None or plan.control_of(t.id) in only)]
+                    if t.id not in done and (only is None or t.node_control_of in only)]
 
         def make_job(t: Trial, n: int, pass_index: int = 1) -> TrialJob:
             # A later pass of --repeats auto gets its own directory and run order, and is appended

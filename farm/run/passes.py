@@ -25,7 +25,8 @@ from farm.analysis.records import records_from_trials
 from farm.analysis.select import settings_for
 from farm.store import tracking
 from farm.errors import UserError
-from farm.analysis.results import TRANSIENT, Status, TrialResult
+from farm.analysis.outcome import TRANSIENT
+from farm.analysis.results import Status, TrialResult
 from farm.study.spec import Study
 from farm.study.trial import Trial
 

@@ -1,8 +1,9 @@
 """`farm status`: where a sweep stands, from MLflow (what finished) and Ray (what runs now).
 
 The store (`farm.store.mlflow_store.MlflowStore`) lists the sweep's trials and how each ended;
-a running trial is an alive actor whose name carries the sweep (`farm.run.driver.actor_name`:
-engine:short id:label:sweep:attempt). The rest are pending.
+a running trial is an alive actor in the sweep's Ray namespace
+(`farm.run.ray_names.sweep_namespace`), which reports its trial id as its `repr_name`
+(`actors.bench.BenchActor.__repr__`). The rest are pending.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from farm.analysis.results import Status
 from farm.errors import UserError
 from farm.store.mlflow_store import MlflowStore
 from farm.store.schema import SWEEP_RUNNING
+from farm.run.ray_names import sweep_namespace
 
 STATES = ("done", "failed", "running", "pending")
 KEY = "SWEEP_ID"
@@ -46,16 +48,15 @@ class SweepStatus:
                 "trials": [t.__dict__ for t in self.trials]}
 
 
-def running_actors(address: str | None, sweep_id: str) -> dict[str, str]:
-    """Short trial id -> actor name, for the sweep's alive trial actors (Ray's State API)."""
+def running_trials(address: str | None, sweep_id: str) -> dict[str, str]:
+    """Trial id -> actor name, for the alive actors of the sweep's namespace (Ray's State API)."""
     from ray.util.state import list_actors  # Ray only when --address asks it: `farm status` stays quick without
 
     out = {}
-    for actor in list_actors(address=address, filters=[("state", "=", "ALIVE")], limit=10_000,
-                             raise_on_missing_output=False):
-        parts = (actor.name or "").split(":")
-        if len(parts) >= 5 and parts[-2] == sweep_id[:8]:
-            out[parts[1]] = actor.name
+    filters = [("state", "=", "ALIVE"), ("ray_namespace", "=", sweep_namespace(sweep_id))]
+    for actor in list_actors(address=address, filters=filters, detail=True, limit=10_000, raise_on_missing_output=False):
+        if actor.repr_name:  # empty until the actor's __init__ ran
+            out[actor.repr_name] = actor.name or ""
     return out
 
 
@@ -70,20 +71,19 @@ def sweep_status(uri: str, sweep_id: str | None = None, *, address: str | None =
     if out.status == SWEEP_RUNNING:
         if address:
             try:
-                running = running_actors(address, sweep_id)
+                running = running_trials(address, sweep_id)
                 out.ray_checked = True
             except Exception as exc:  # Ray is optional here: MLflow alone still answers
                 out.ray_note = f"Ray at {address} not asked ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
         else:
             out.ray_note = "running trials are counted as pending without --address (the Ray dashboard or 'auto')"
     for trial in store.trials(sweep_id):
-        short = trial.id.split("-")[-1]
         if trial.finished:
             state = "done" if trial.status == Status.ok.value else "failed"
             detail = (trial.reason or "")[:200] if state == "failed" else ""
             out.trials.append(TrialState(trial.id, trial.label, state, trial.status, detail))
-        elif short in running:
-            out.trials.append(TrialState(trial.id, trial.label, "running", trial.status, running[short]))
+        elif trial.id in running:
+            out.trials.append(TrialState(trial.id, trial.label, "running", trial.status, running[trial.id]))
         else:
             out.trials.append(TrialState(trial.id, trial.label, "pending", trial.status,
                                          f"last attempt: {trial.status}" if trial.status else ""))

@@ -13,11 +13,12 @@ from rich.table import Table
 
 from farm.engines import get_engine
 from farm.engines.base import redact_args
+from farm.analysis.outcome import LOG_EXPLAINS
 from farm.analysis.results import Status, TrialResult
 from farm.secrets import redact_flags
 from farm.study.grid import grid_costs
 from farm.study.spec import Study
-from farm.study.trial import Trial, control_of
+from farm.study.trial import Trial
 
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
@@ -72,9 +73,6 @@ def print_summary(study: Study, grid: str, results: list[TrialResult]) -> None:
 
 
 FAILURE_TAIL_LINES = 4
-# Failures the engine's own log explains (for the others, the reason says it all).
-ENGINE_FAILURES = {Status.invalid_flags, Status.oom, Status.engine_crashed, Status.engine_failed_to_start,
-                   Status.port_in_use}
 
 
 def print_failures(results: list[TrialResult]) -> None:
@@ -89,7 +87,7 @@ def print_failures(results: list[TrialResult]) -> None:
                       f"{res.reason or ''}", markup=False)
         for line in res.previous_attempts:
             console.print(f"      earlier {line}", markup=False)
-        if res.status not in ENGINE_FAILURES:
+        if res.status not in LOG_EXPLAINS:
             continue  # the engine was fine: its last lines are farm stopping it
         tail = [line for line in res.log_tail.splitlines() if line.strip()][-FAILURE_TAIL_LINES:]
         for line in tail:
@@ -143,7 +141,7 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
     def on_event(kind: str, job, result) -> None:
         elapsed = time.monotonic() - state["t0"]
         if kind == "started":
-            if control_of(job.trial.id) and job.attempt == 1:
+            if job.trial.node_control_of and job.attempt == 1:
                 state["total"] += 1  # the baseline repeated on one node (a node control)
             console.print(f"[{elapsed:6.0f}s] start   {job.trial.label} ({_flags_text(job.trial)}) attempt {job.attempt}")
         elif kind == "retry":

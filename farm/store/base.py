@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from farm.analysis.records import Results
-from farm.analysis.results import FINISHED
+from farm.analysis.outcome import FINISHED
 from farm.study.spec import Study
 
 

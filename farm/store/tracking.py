@@ -25,7 +25,8 @@ from pydantic import ValidationError
 from farm.engines import get_engine
 from farm.errors import UserError, key_path
 from farm.inputs import env_tracking_uri
-from farm.analysis.results import FINISHED, Status, TrialResult
+from farm.analysis.outcome import FINISHED
+from farm.analysis.results import Status, TrialResult
 from farm.secrets import redact_study, redact_trial
 from farm.store import schema as S
 from farm.study.spec import Study

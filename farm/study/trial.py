@@ -6,7 +6,18 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# A node control's id is `<trial id>@<node>` (farm/analysis/plan.py): the id names the run in
+# MLflow and on resume. What it repeats is its `node_control_of` field; results stored before
+# that field existed say it only in the id, which `legacy_control_of` reads.
+NODE_MARK = "@"
+
+
+def legacy_control_of(trial_id: str) -> str | None:
+    """The trial a node control repeats, read from its id (results stored before `node_control_of`)."""
+    base, sep, _ = trial_id.partition(NODE_MARK)
+    return base if sep else None
 
 
 class Trial(BaseModel):
@@ -33,6 +44,17 @@ class Trial(BaseModel):
         default_factory=dict, description="Profile -> runs of it in the first pass, where more than the sweep's repeats.")
     after: str | None = None
     index: int = Field(default=0, description="Position in the grid; ordered grids are read in this order.")
+    node_control_of: str | None = Field(
+        default=None, description="Set for a node control: the trial this one repeats, pinned to one node (never ranked).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_before_node_control_of(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "node_control_of" not in data and isinstance(data.get("id"), str):
+            control = legacy_control_of(data["id"])
+            if control is not None:
+                data = {**data, "node_control_of": control}
+        return data
 
     @property
     def all_flags(self) -> dict[str, Any]:
@@ -43,17 +65,13 @@ class Trial(BaseModel):
         return self.name or self.id
 
 
-NODE_MARK = "@"  # `<trial id>@<node>`: a node control, the same configuration rerun on one node
-
-
 def node_control_id(trial_id: str, node: str) -> str:
+    """A node control's trial id: `<trial id>@<node>` (its own child run in MLflow, resumed on its own)."""
     return f"{trial_id}{NODE_MARK}{node}"
 
 
-def control_of(trial_id: str) -> str | None:
-    """The trial a node control repeats, or None for an ordinary trial."""
-    base, sep, _ = trial_id.partition(NODE_MARK)
-    return base if sep else None
+# The trial a node control repeats, read from its id; a record or trial says it in `node_control_of`.
+control_of = legacy_control_of
 
 
 def trial_id(engine: str, model: str, flags: dict[str, Any], weights: str = "real") -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from farm.analysis import stats as fstats
 from farm.analysis.records import Results, RunRecord, canonical_flag, flag_set
 from farm.study.repeats import FAMILY_ALPHA
-from farm.study.trial import control_of
 from farm.analysis.selection.models import (
     SINGLE_RUN_NOISE,
     STAT_METRICS,
@@ -105,7 +104,7 @@ def _trial_rows(table: Table, confidence: float = 1 - FAMILY_ALPHA) -> list[Tria
             reason = f"node control: {table.first[base].label if base in table.first else base} repeated on one node"
         summaries = {m: s for m in STAT_METRICS if (s := metric_stats(cell.values(m), confidence)) is not None}
         rows.append(TrialRow(
-            id=trial, name=rec.name, engine=rec.engine, model=rec.model, flags=list(rec.flags), profile=profile,
+            id=trial, name=rec.name, engine=rec.engine, model=rec.model, flags=rec.cli_flags, profile=profile,
             runs=[r.id for r in cell.records], repeats=len(cell.runs_ok), total_tps=cell.mean("total_tps"),
             tps_from_totals=cell.mean("tps_from_totals"), tpot_mean_ms=cell.mean("tpot_mean_ms"),
             success_rate=cell.success_rate, eligible=cell.eligible and base is None, reason=reason,
@@ -149,9 +148,8 @@ def holm_fill(diffs: list[DiffStat], alpha: float) -> None:
 def complexity_of(rec: RunRecord, settings: SelectionSettings, baseline_model: str | None = None) -> int:
     """Non-default choices of a configuration: flags beyond its engine's required ones, plus one for
     serving another model than the baseline's (e.g. a quantized variant)."""
-
-    required = flag_set(settings.required_flags.get(rec.engine, []))
-    n = sum(1 for f in rec.flags if canonical_flag(f) not in required)
+    required = flag_set(settings.required_flags.get(rec.engine, {}))
+    n = sum(1 for f in rec.cli_flags if canonical_flag(f) not in required)
     return n + (1 if baseline_model is not None and rec.model != baseline_model else 0)
 
 
@@ -237,7 +235,7 @@ def node_check(table: Table, settings: SelectionSettings, baseline: str | None, 
         return None
     key = table.first[baseline].key
     cells = [table.get(t, settings.primary_profile) for t, rec in table.first.items()
-             if rec.key == key and (t == baseline or control_of(t) == baseline)]
+             if rec.key == key and (t == baseline or rec.node_control_of == baseline)]
     runs = [r for c in cells if c is not None for r in c.runs_ok]
     by_node: dict[str, list[float]] = {}
     for r in runs:
@@ -287,9 +285,9 @@ def edges(table: Table, settings: SelectionSettings, metric: str = "total_tps") 
     best: dict[str, dict[int | float, float]] = {}
     for c in cells:
         rec = table.first[c.trial]
-        for flag in rec.flags:
-            name, sep, value = flag.lstrip("-").partition("=")
-            number = _number(value) if sep else None
+        for name, value in rec.flags.items():
+            # a bare flag (true) or a JSON value is not a number on a scale
+            number = None if isinstance(value, (bool, dict, list)) else _number(str(value))
             if number is None:
                 continue
             knob = f"--{name}" + (f" ({rec.engine})" if len(engines) > 1 else "")

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from farm.analysis import stats as fstats
 from farm.analysis.records import Results
-from farm.engines import render_flags
+from farm.engines import parse_cli_flags
 from farm.errors import UserError
 from farm.study.grid import expand
 from farm.study.repeats import FAMILY_ALPHA, alpha_for, is_auto
@@ -52,7 +52,7 @@ class StepDef(_Strict):
     name: str = Field(description="Step name (the grid block's `name`).")
     engine: str = Field(description="Engine of the step.")
     model: str = Field(description="Model the step serves.")
-    flags: list[str] = Field(description="Every flag of the step as CLI strings, required ones included.")
+    flags: dict[str, Any] = Field(description="Every flag of the step by name, required ones included.")
     after: str | None = Field(default=None, description="Step it builds on; none for the engine-default steps.")
 
 
@@ -64,7 +64,8 @@ class SelectionSettings(_Strict):
     min_success_rate: float = Field(default=0.99, ge=0, le=1, description="Eligibility: successful / asked requests.")
     baseline: str | None = Field(default=None, description="Trial id, trial name or run id of the baseline; default engine-default.")
     baseline_from: str = Field(default="baseline", description="Where `baseline` was given (a CLI option or a study key), for errors.")
-    required_flags: dict[str, list[str]] = Field(default_factory=dict, description="Engine -> flags every trial of it gets.")
+    required_flags: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Engine -> flags every trial of it gets, by name (CLI strings are read too).")
     engine_order: list[str] = Field(default_factory=list, description="Engines in the study's order; the first is the default baseline's.")
     model_order: list[str] = Field(
         default_factory=list, description="Models in the study's order; the first (unquantized) is the default baseline's."
@@ -78,6 +79,14 @@ class SelectionSettings(_Strict):
         default=False, description="The runs come from `--repeats auto` (optional stopping): alpha is per look."
     )
 
+    @field_validator("required_flags", mode="before")
+    @classmethod
+    def _cli_strings(cls, value: Any) -> Any:
+        # Settings written by hand (tests, a caller with a results file) may list `--name=value` strings.
+        if isinstance(value, dict):
+            return {k: parse_cli_flags(v) if isinstance(v, list) else v for k, v in value.items()}
+        return value
+
 
 def _step_grid(study: "Study", grid: str | None) -> str | None:
     if grid and study.grids.get(grid) and study.grids[grid].ordered:
@@ -89,10 +98,11 @@ def _step_grid(study: "Study", grid: str | None) -> str | None:
 
 
 def _steps(study: "Study", grid: str | None) -> list[StepDef]:
-
     if grid is None:
         return []
-    return [StepDef(name=t.label, engine=t.engine, model=t.model, flags=render_flags(t.all_flags), after=t.after)
+    # The steps are the step grid's trials; a sweep of another grid, or a results file (which
+    # records no `after`), does not carry them, so the study's step grid is expanded here.
+    return [StepDef(name=t.label, engine=t.engine, model=t.model, flags=t.all_flags, after=t.after)
             for t in expand(study, grid)]
 
 
@@ -103,7 +113,6 @@ def settings_for(results: Results, study: "Study", *, baseline: str | None = Non
     The primary profile is the study's (or `grid`'s), unless `prefer_results_profile` and the
     results name their own (a sweep's results file analysed without `--config`).
     """
-
     with_runs = set(results.profiles_with_runs())
     study_primary = study.grid_primary_profile(grid) if grid else study.primary_profile
     candidates = [results.primary_profile, study_primary] if prefer_results_profile else [study_primary, results.primary_profile]
@@ -120,7 +129,7 @@ def settings_for(results: Results, study: "Study", *, baseline: str | None = Non
         min_success_rate=study.min_success_rate,
         baseline=baseline or study.baseline,
         baseline_from="--baseline" if baseline else f"baseline (in {study.source or 'the study'})",
-        required_flags={name: render_flags(spec.flags) for name, spec in study.engines.items()},
+        required_flags={name: dict(spec.flags) for name, spec in study.engines.items()},
         engine_order=list(study.engines),
         model_order=[m.name for m in study.models.values()],
         steps=_steps(study, step_grid),

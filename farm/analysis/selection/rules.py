@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 
 from farm.analysis.records import ConfigKey, Results, RunRecord, config_key
 from farm.analysis.selection.models import METRIC_LABELS, ChosenTrial, SelectionSettings
-from farm.engines import ENGINES, parse_cli_flags
+from farm.engines import ENGINES
 from farm.errors import UserError
 from farm.study.spec import EngineSpec, SLOSpec
-from farm.study.trial import Trial, control_of
 
 # --------------------------------------------------------------------------------------
 # the table of (trial, profile) cells
@@ -52,7 +51,8 @@ class Cell:
 
     @property
     def control_of(self) -> str | None:
-        return control_of(self.trial)
+        """The trial this cell's node control repeats; None for an ordinary trial."""
+        return self.records[0].node_control_of if self.records else None
 
 
 def _slo_breaks(cell: Cell, slo: SLOSpec) -> list[str]:
@@ -109,7 +109,6 @@ def _judge(cell: Cell, metric: str, min_rate: float, slo: SLOSpec | None = None)
 
 def _output_dependent_on_dummy(records: list[RunRecord]) -> list[str]:
     """Flags of a dummy-weights trial whose effect depends on the model's output (speculative decoding)."""
-
     rec = next((r for r in records if r.dummy_weights), None)
     engine = ENGINES.get(rec.engine) if rec is not None else None
     return engine.output_dependent(rec.flags) if engine is not None else []
@@ -141,7 +140,7 @@ def build_table(results: Results, metric: str, min_success_rate: float,
         _judge(cell, metric, min_success_rate, (slo or {}).get(cell.profile))
     by_key = {}
     # A node control repeats another trial's configuration: the key names the trial itself.
-    for trial, rec in sorted(first.items(), key=lambda kv: control_of(kv[0]) is not None):
+    for trial, rec in sorted(first.items(), key=lambda kv: kv[1].node_control_of is not None):
         by_key.setdefault(rec.key, trial)
     return Table(cells, first, by_key)
 
@@ -154,20 +153,17 @@ def serve_command(rec: RunRecord, settings: SelectionSettings) -> str:
     """The command to serve `rec`'s configuration, through its engine adapter when farm has one."""
     if rec.command:
         return rec.command
-
     engine = ENGINES.get(rec.engine)
     if engine is None:  # a results file may name an engine farm has no adapter for
-        return shlex.join([rec.engine, rec.model, *rec.flags])
-    trial = Trial(id=rec.trial, name=rec.name, engine=rec.engine, model_key=rec.model, model=rec.model,
-                  flags=parse_cli_flags(rec.flags), profiles=[])
-    return engine.serve_command(settings.engines.get(rec.engine) or EngineSpec(), trial)
+        return shlex.join([rec.engine, rec.model, *rec.cli_flags])
+    return engine.serve_command_of(settings.engines.get(rec.engine) or EngineSpec(), rec.model, rec.flags)
 
 
 def _chosen(table: Table, trial: str, settings: SelectionSettings) -> ChosenTrial:
     rec = table.first[trial]
     cell = table.get(trial, settings.primary_profile)
     return ChosenTrial(command=serve_command(rec, settings), trial=trial, name=rec.name, engine=rec.engine,
-                       model=rec.model, flags=list(rec.flags), total_tps=cell.score if cell else None)
+                       model=rec.model, flags=rec.cli_flags, total_tps=cell.score if cell else None)
 
 
 def _ordered(values: list[str], preferred: list[str]) -> list[str]:
@@ -178,7 +174,7 @@ def default_trial(table: Table, engine: str, settings: SelectionSettings) -> str
     """The engine-default trial: only the engine's required flags, on the study's first model measured."""
     models = _ordered([r.model for r in table.first.values() if r.engine == engine], settings.model_order)
     for model in models:
-        trial = table.by_key.get(config_key(engine, model, settings.required_flags.get(engine, [])))
+        trial = table.by_key.get(config_key(engine, model, settings.required_flags.get(engine, {})))
         if trial:
             return trial
     return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from farm.analysis.records import Results, canonical_flag, config_key, flag_set
 from farm.analysis.selection.models import SelectionSettings, StepDef, StepRow, Verdict
 from farm.analysis.selection.rules import Cell, Table, delta_pct
+from farm.engines import render_flags
 
 # --------------------------------------------------------------------------------------
 # strategies
@@ -28,9 +29,8 @@ def _step_trial(step: StepDef, table: Table, results: Results) -> str | None:
 
 def _added_flags(step: StepDef, base: StepDef | None, settings: SelectionSettings) -> list[str]:
     """What the step changes: flags beyond its base step's (or, for an engine step, beyond the required ones)."""
-
-    before = flag_set(base.flags) if base else flag_set(settings.required_flags.get(step.engine, []))
-    return [f for f in step.flags if canonical_flag(f) not in before]
+    before = flag_set(base.flags) if base else flag_set(settings.required_flags.get(step.engine, {}))
+    return [f for f in render_flags(step.flags) if canonical_flag(f) not in before]
 
 
 def _pct(x: float | None) -> str:
