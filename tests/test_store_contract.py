@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from farm.analysis.records import records_from_trials
-from farm.analysis.results import FINISHED, ProfileRun, RunMetrics, Status, TrialResult
+from farm.analysis.outcome import FINISHED
+from farm.analysis.results import ProfileRun, RunMetrics, Status, TrialResult
 from farm.report import report_for
 from farm.store import schema
 from farm.store.base import SweepStore, finished_trial_ids
