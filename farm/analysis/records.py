@@ -22,6 +22,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Str
                       field_validator)
 
 from farm.errors import UserError, key_path
+from farm.analysis.limits import EffectiveLimits, effective_limits
 from farm.analysis.results import Status
 
 if TYPE_CHECKING:  # keep the effects layer and the study out of this module's import graph
@@ -125,6 +126,8 @@ class RunRecord(_Strict):
     node: str | None = Field(default=None, description="Node the run ran on, if known.")
     command: str | None = Field(default=None, description="The serve command, when the source recorded one.")
     provenance: Provenance | None = Field(default=None, description="Versions, GPU, weights and engine start.")
+    limits: EffectiveLimits | None = Field(
+        default=None, description="The limits the engine ran under, from its log (farm/analysis/limits.py).")
 
     @property
     def dummy_weights(self) -> bool:
@@ -218,6 +221,7 @@ class _FileRun(_Strict):
     node: StrictStr | None = None
     command: StrictStr | None = None
     provenance: Provenance | None = None
+    limits: EffectiveLimits | None = None
     # Annotations of the seed's file: where the run is in the seed document, and remarks.
     seed_line: StrictInt | None = None
     note: StrictStr | None = None
@@ -331,6 +335,7 @@ def results_from_data(data: Any, source: str) -> Results:
             node=run.node,
             command=run.command,
             provenance=run.provenance,
+            limits=run.limits,
         ))
     _check_trial_ids(records, source)
     return Results(
@@ -363,6 +368,7 @@ def results_to_data(results: Results) -> dict[str, Any]:
             "flags": list(rec.flags), "profile": rec.profile, "repeat": rec.repeat, "status": rec.status.value,
             "reason": rec.reason, "node": rec.node, "command": rec.command, "metrics": dict(rec.metrics),
             "provenance": rec.provenance.model_dump(exclude_none=True) if rec.provenance else None,
+            "limits": rec.limits.model_dump(exclude_none=True) if rec.limits else None,
         }
         runs.append({k: v for k, v in run.items() if v is not None})
     head = {
@@ -479,7 +485,8 @@ def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, Profil
     # (as farm/analysis/plan.py names node controls). A later pass's run names its own node (hostname).
     node = f"{tr.node}-{tr.node_id[:8]}" if tr.node in shared and tr.node_id else tr.node
     common = dict(trial=t.id, name=t.name, engine=t.engine, model=t.model, flags=_trial_flags(tr, study),
-                  node=node, command=tr.serve_command or None)
+                  node=node, command=tr.serve_command or None,
+                  limits=effective_limits(t.engine, t.knobs or {}, t.all_flags, tr.engine_reported))
     out = []
     for run in tr.runs:
         metrics = run.metrics.model_dump(exclude_none=True) if run.metrics else {}

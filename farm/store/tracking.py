@@ -21,6 +21,7 @@ from mlflow.tracking import MlflowClient
 from pydantic import ValidationError
 
 from farm.errors import UserError, key_path
+from farm.analysis.limits import effective_limits, overrides_text
 from farm.analysis.results import FINISHED, Status, TrialResult
 from farm.secrets import redact_study, redact_trial
 from farm.study.spec import Study
@@ -168,7 +169,15 @@ def _log_trial_body(c: MlflowClient, run_id: str, result: TrialResult, artifacts
                for k, v in trial.all_flags.items()]
     params += [Param(f"knob.{k}", json.dumps(v) if isinstance(v, (dict, list)) else str(v))
                for k, v in (trial.knobs or {}).items()]
+    # The limits the engine ran under (its log), beside the knobs that asked: limit.<name>, and the
+    # knobs it overrode as a tag (farm/analysis/limits.py).
+    limits = effective_limits(trial.engine, trial.knobs or {}, trial.all_flags, result.engine_reported)
+    if limits is not None:
+        params += [Param(f"limit.{k}", str(v)) for k, v in limits.model_dump(exclude_none=True).items()
+                   if k != "knob_overridden"]
     tags = []
+    if limits is not None and limits.knob_overridden:
+        tags.append(RunTag("farm.knob_overridden", overrides_text(limits)[:5000]))
     if result.reason:
         tags.append(RunTag("farm.reason", result.reason[:5000]))
     if result.status != Status.ok and result.log_tail:
