@@ -17,7 +17,6 @@ from farm.analysis.limits import EffectiveLimits, effective_limits, limits_apart
 from farm.analysis.records import results_from_data, results_to_data
 from farm.engines import get_engine
 from farm.report import render, report_for
-from conftest import SEED_FILE
 
 ROOT = Path(__file__).resolve().parent.parent
 SGL = ROOT / "tests" / "fixtures" / "engine-logs" / "sglang-0.5.16-h200-constructed"
