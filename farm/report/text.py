@@ -445,9 +445,12 @@ def _engines(doc: _Doc, report: Report) -> None:
     if not sel.engines:
         return
     doc.h(f"Engines on defaults ({sel.engine_comparison_profile})")
-    doc.table(["Engine", "Trial", "Model", "Total TPS", "Mean TPOT (ms)", "Eligible", *_LIMIT_HEADERS],
+    # The limits each engine ran under (its log), where farm read them: results without them
+    # (the seed's file, older sweeps) keep the table they always had.
+    limits = any(e.limits is not None for e in sel.engines)
+    doc.table(["Engine", "Trial", "Model", "Total TPS", "Mean TPOT (ms)", "Eligible", *(_LIMIT_HEADERS if limits else ())],
               [[e.engine, e.trial, e.model, _num(e.total_tps), _num(e.tpot_mean_ms), "yes" if e.eligible else "no",
-                *_limit_cells(e.limits)] for e in sel.engines])
+                *(_limit_cells(e.limits) if limits else [])] for e in sel.engines])
     lead = sel.engine_lead
     if lead:
         line = (f"{lead.leader} is faster than {lead.runner_up} by {lead.total_tps_ahead:,.2f} tok/s "
