@@ -32,6 +32,10 @@ Prune list format (YAML; every entry needs a reason, see scripts/bundles/*.prune
     keep_node:                # use the node's own version although a requirement pins another
       - name: numba                # (its dependencies are then the node's, not walked); the
         reason: measured to work   # manifest lists every pin so overridden
+    cuda_arches:              # CUDA libraries (ELF) that carry cubins for several GPUs: the
+      - glob: sgl_kernel/flash_ops.abi3.so   # cubins of the other architectures are zeroed in
+        keep_sm: [90]          # place (the file keeps its size, xz packs the zeros to nothing);
+        reason: an sm90 node   # PTX is never touched (a driver may JIT it for a newer GPU)
 
 Resolution: pip's resolver on this machine with the target's tags, the --have packages as
 `name==version` constraints (local labels stripped: the node's +cu130 build counts as that
@@ -242,11 +246,23 @@ class PruneKeep:
 
 
 @dataclass
+class PruneArch:
+    glob: str
+    keep_sm: list[int]
+    reason: str
+    files: int = 0
+    entries_emptied: int = 0
+    entries_kept: int = 0
+    bytes: int = 0  # cubin bytes zeroed
+
+
+@dataclass
 class PruneList:
     file: str | None = None
     distributions: list[PruneDist] = field(default_factory=list)
     files: list[PruneGlob] = field(default_factory=list)
     keep_node: list[PruneKeep] = field(default_factory=list)
+    cuda_arches: list[PruneArch] = field(default_factory=list)
 
     def dist_names(self) -> set[str]:
         return {canonicalize_name(d.name) for d in self.distributions}
@@ -259,12 +275,13 @@ def parse_prune(data, source: str) -> PruneList:
         data = {}
     if not isinstance(data, dict):
         raise UsageError(f"{source}: a mapping with 'distributions' and/or 'files' expected")
-    unknown = set(data) - {"distributions", "files", "keep_node"}
+    unknown = set(data) - {"distributions", "files", "keep_node", "cuda_arches"}
     if unknown:
-        raise UsageError(f"{source}: unknown key(s) {', '.join(sorted(unknown))} (allowed: distributions, files, keep_node)")
+        raise UsageError(f"{source}: unknown key(s) {', '.join(sorted(unknown))} "
+                         "(allowed: distributions, files, keep_node, cuda_arches)")
     out = PruneList(file=source)
     for kind, keys in (("distributions", {"name", "reason"}), ("files", {"glob", "reason", "optional"}),
-                       ("keep_node", {"name", "reason"})):
+                       ("keep_node", {"name", "reason"}), ("cuda_arches", {"glob", "keep_sm", "reason"})):
         entries = data.get(kind) or []
         if not isinstance(entries, list):
             raise UsageError(f"{source}: {kind}: a list expected")
@@ -275,7 +292,7 @@ def parse_prune(data, source: str) -> PruneList:
             bad = set(e) - keys
             if bad:
                 raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(bad))} (allowed: {', '.join(sorted(keys))})")
-            key = "glob" if kind == "files" else "name"
+            key = "glob" if kind in ("files", "cuda_arches") else "name"
             value = e.get(key)
             if not isinstance(value, str) or not value.strip():
                 raise UsageError(f"{where}: missing {key}")
@@ -286,6 +303,14 @@ def parse_prune(data, source: str) -> PruneList:
                 out.distributions.append(PruneDist(value.strip(), " ".join(reason.split())))
             elif kind == "keep_node":
                 out.keep_node.append(PruneKeep(value.strip(), " ".join(reason.split())))
+            elif kind == "cuda_arches":
+                if value.startswith("/") or ".." in Path(value).parts:
+                    raise UsageError(f"{where} ({value}): a glob relative to the tree expected")
+                keep_sm = e.get("keep_sm")
+                if (not isinstance(keep_sm, list) or not keep_sm
+                        or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in keep_sm)):
+                    raise UsageError(f"{where} ({value}): keep_sm must be a non-empty list of SM numbers, e.g. [90]")
+                out.cuda_arches.append(PruneArch(value.strip(), sorted(set(keep_sm)), " ".join(reason.split())))
             else:
                 if value.startswith("/") or ".." in Path(value).parts:
                     raise UsageError(f"{where} ({value}): a glob relative to the tree expected")
@@ -733,6 +758,100 @@ def apply_prune_globs(tree: Path, prune: PruneList) -> None:
         raise UsageError(f"{prune.file}: file glob(s) matched nothing (stale prune list? mark optional: true): {', '.join(stale)}")
 
 
+FATBIN_MAGIC = 0xBA55ED50
+FATBIN_KIND_PTX, FATBIN_KIND_CUBIN = 1, 2
+
+
+def fatbin_entries(data) -> list[tuple[int, int, int, int]]:
+    """(kind, sm, payload offset, payload bytes) of every entry in an ELF64 library's `.nv_fatbin`
+    section. The layout is nvcc's fatbin container: a 16-byte header (magic 0xBA55ED50, version,
+    header size, size of the entries that follow), then entries whose header holds the kind
+    (u16 at 0: 1 PTX, 2 cubin), the header size (u32 at 4), the padded payload size (u64 at 8)
+    and the SM number (u32 at 28). Raises ValueError where the bytes are not that."""
+    import struct
+
+    if bytes(data[:6]) != b"\x7fELF\x02\x01":
+        raise ValueError("not a little-endian ELF64 file")
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    strtab = sections[shstrndx][4]
+
+    def name(off: int) -> bytes:
+        start = strtab + off
+        return bytes(data[start:data.find(b"\0", start)])
+
+    fatbins = [s for s in sections if name(s[0]) == b".nv_fatbin"]
+    if not fatbins:
+        raise ValueError("no .nv_fatbin section")
+    out = []
+    for _, _, _, _, off, size in fatbins:
+        end = off + size
+        while off + 16 <= end:
+            magic, _version, hsize, fsize = struct.unpack_from("<IHHQ", data, off)
+            if magic != FATBIN_MAGIC:  # containers are 8-byte aligned; padding between them
+                off += 8
+                continue
+            entry, entries_end = off + hsize, off + hsize + fsize
+            if entries_end > end:
+                raise ValueError(f"fatbin container at {off} runs past its section")
+            while entry < entries_end:
+                kind, _v, ehsize, payload = struct.unpack_from("<HHIQ", data, entry)
+                sm = struct.unpack_from("<I", data, entry + 28)[0]
+                if ehsize < 32 or entry + ehsize + payload > entries_end:
+                    raise ValueError(f"fatbin entry at {entry} has impossible sizes")
+                out.append((kind, sm, entry + ehsize, payload))
+                entry += ehsize + payload
+            off = entries_end
+    return out
+
+
+def empty_other_arches(path: Path, keep_sm: list[int]) -> tuple[int, int, int]:
+    """Zero, in place, the payload of every cubin in `path` whose SM is not in `keep_sm`.
+    Returns (entries emptied, entries kept, bytes zeroed). PTX stays: a driver JIT-compiles
+    PTX of an older architecture for a newer GPU, so it may be the only code some GPU can run."""
+    import mmap
+    import struct
+
+    with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as data:
+        try:
+            entries = fatbin_entries(data)
+        except (ValueError, IndexError, OverflowError, struct.error) as exc:
+            raise UsageError(f"cuda_arches {path.name}: {exc}") from None
+        kept = [e for e in entries if e[0] != FATBIN_KIND_CUBIN or e[1] in keep_sm]
+        if not any(e[0] == FATBIN_KIND_CUBIN and e[1] in keep_sm for e in entries):
+            sms = sorted({e[1] for e in entries if e[0] == FATBIN_KIND_CUBIN})
+            raise UsageError(f"cuda_arches {path.name}: no cubin for sm {keep_sm} (it has sm {sms}); "
+                             "emptying the others would leave nothing to run")
+        zeroed = emptied = 0
+        for kind, sm, off, size in entries:
+            if kind == FATBIN_KIND_CUBIN and sm not in keep_sm:
+                data[off:off + size] = bytes(size)
+                zeroed += size
+                emptied += 1
+        data.flush()
+    return emptied, len(kept), zeroed
+
+
+def apply_cuda_arches(tree: Path, prune: PruneList) -> None:
+    stale = []
+    for a in prune.cuda_arches:
+        for m in sorted(tree.glob(a.glob)):
+            if not m.is_file() or m.is_symlink():
+                continue
+            emptied, kept, zeroed = empty_other_arches(m, a.keep_sm)
+            a.files += 1
+            a.entries_emptied += emptied
+            a.entries_kept += kept
+            a.bytes += zeroed
+        log(f"cuda_arches {a.glob}: {a.files} file(s), {a.entries_emptied} cubin(s) of other SMs emptied "
+            f"({a.bytes / MIB:.1f} MiB), {a.entries_kept} kept for sm {a.keep_sm}")
+        if a.files == 0:
+            stale.append(a.glob)
+    if stale:
+        raise UsageError(f"{prune.file}: cuda_arches glob(s) matched nothing (stale prune list?): {', '.join(stale)}")
+
+
 def tree_bytes(tree: Path) -> tuple[int, int]:
     size = files = 0
     for f in tree.rglob("*"):
@@ -1027,6 +1146,7 @@ def build(args: argparse.Namespace) -> dict:
     install_tree(wheel_paths, tree, target, logfile)
     before, _ = tree_bytes(tree)
     apply_prune_globs(tree, prune)
+    apply_cuda_arches(tree, prune)
     after, nfiles = tree_bytes(tree)
 
     if out.exists():
@@ -1056,6 +1176,9 @@ def build(args: argparse.Namespace) -> dict:
                        "bytes": g.bytes} for g in prune.files],
             "keep_node": [{"name": k.name, "reason": k.reason, "used": k.used, "overrides": k.overrides}
                           for k in prune.keep_node],
+            "cuda_arches": [{"glob": a.glob, "keep_sm": a.keep_sm, "reason": a.reason, "files": a.files,
+                             "entries_emptied": a.entries_emptied, "entries_kept": a.entries_kept,
+                             "bytes_zeroed": a.bytes} for a in prune.cuda_arches],
         },
         "sizes": {"wheels_bytes": sum(p.wheel_bytes for p in bundled), "tree_bytes_before_prune": before,
                   "tree_bytes": after, "tree_files": nfiles, "xz_bytes": sum(p["size"] for p in parts),
@@ -1083,6 +1206,9 @@ def summary(m: dict) -> str:
     ]
     for g in m["prune"]["files"]:
         lines.append(f"  pruned {g['glob']}: {g['bytes'] / MIB:.1f} MiB")
+    for a in m["prune"].get("cuda_arches", []):
+        lines.append(f"  emptied {a['bytes_zeroed'] / MIB:.1f} MiB of cubins for other SMs than {a['keep_sm']} "
+                     f"in {a['glob']}")
     for r in m["conflicts"] + m["kept_from_node"]:
         lines.append(f"  {r}")
     return "\n".join(lines)

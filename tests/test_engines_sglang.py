@@ -68,7 +68,8 @@ def test_vllm_patterns_do_not_leak_into_sglang():
 
 def test_reported_capacity_of_a_healthy_start():
     got = ENGINE.reported_capacity((LOGS / "sglang-2025-11-healthy-start.log").read_text())
-    assert got == {"kv_cache_tokens": 2_261_377, "max_running_requests": 4096, "max_batched_tokens": 16384,
+    assert got == {"kv_cache_tokens": 2_261_377, "max_total_num_tokens": 2_261_377, "max_running_requests": 4096,
+                   "max_batched_tokens": 16384,
                    "max_prefill_tokens": 16384, "max_model_len": 128_000,
                    "max_concurrency_at_max_len": round(2_261_377 / 128_000, 2)}
 

@@ -307,3 +307,77 @@ def test_part_writer_splits_and_hashes(tmp_path):
     assert b"".join((tmp_path / p["file"]).read_bytes() for p in parts) == b"0123456789abcdefghijk"
     import hashlib
     assert parts[0]["sha256"] == hashlib.sha256(b"0123456789").hexdigest()
+
+
+# ---------------------------------------------------------------- cuda_arches
+
+
+def _fake_cuda_library(path: Path, entries: list[tuple[int, int, bytes]]) -> None:
+    """A minimal ELF64 with one .nv_fatbin section holding one fatbin container of `entries`
+    (kind, sm, payload), in nvcc's layout as read from sglang-kernel 0.4.5's flash_ops.abi3.so."""
+    import struct
+
+    body = b""
+    for kind, sm, payload in entries:
+        header = bytearray(64)
+        struct.pack_into("<HHIQ", header, 0, kind, 0x0101, 64, len(payload))
+        struct.pack_into("<I", header, 28, sm)
+        body += bytes(header) + payload
+    fatbin = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
+    shstrtab = b"\0.nv_fatbin\0.shstrtab\0"
+    fat_off = 64
+    str_off = fat_off + len(fatbin)
+    shoff = (str_off + len(shstrtab) + 7) // 8 * 8
+    elf = bytearray(shoff + 3 * 64)
+    elf[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<Q", elf, 0x28, shoff)
+    struct.pack_into("<HHH", elf, 0x3A, 64, 3, 2)
+    elf[fat_off:fat_off + len(fatbin)] = fatbin
+    elf[str_off:str_off + len(shstrtab)] = shstrtab
+    struct.pack_into("<IIQQQQ", elf, shoff + 64, 1, 1, 0, 0, fat_off, len(fatbin))
+    struct.pack_into("<IIQQQQ", elf, shoff + 128, 12, 3, 0, 0, str_off, len(shstrtab))
+    path.write_bytes(bytes(elf))
+
+
+def test_cuda_arches_zeroes_other_cubins_and_keeps_ptx(tmp_path):
+    lib = tmp_path / "tree" / "pkg" / "ops.so"
+    lib.parent.mkdir(parents=True)
+    cubin = b"\x7fELF" + b"x" * 60
+    _fake_cuda_library(lib, [(2, 90, cubin), (2, 80, cubin), (2, 86, cubin), (1, 80, b"ptx" * 8)])
+    size = lib.stat().st_size
+    prune = ob.parse_prune({"cuda_arches": [{"glob": "pkg/*.so", "keep_sm": [90], "reason": "an sm90 node"}]}, "p.yaml")
+    ob.apply_cuda_arches(tmp_path / "tree", prune)
+    data = lib.read_bytes()
+    got = {(kind, sm): data[off:off + n] for kind, sm, off, n in ob.fatbin_entries(data)}
+    assert got[(2, 90)] == cubin and got[(1, 80)] == b"ptx" * 8      # kept: the sm90 cubin and all PTX
+    assert got[(2, 80)] == bytes(64) and got[(2, 86)] == bytes(64)    # emptied in place
+    assert lib.stat().st_size == size
+    a = prune.cuda_arches[0]
+    assert (a.files, a.entries_emptied, a.bytes) == (1, 2, 128)
+
+
+def test_cuda_arches_refuses_to_empty_every_cubin(tmp_path):
+    lib = tmp_path / "ops.so"
+    _fake_cuda_library(lib, [(2, 80, b"\x7fELF" * 4), (2, 86, b"\x7fELF" * 4)])
+    with pytest.raises(ob.UsageError, match=r"no cubin for sm \[90\] \(it has sm \[80, 86\]\)"):
+        ob.empty_other_arches(lib, [90])
+    (tmp_path / "plain.so").write_bytes(b"not an elf")
+    with pytest.raises(ob.UsageError, match="not a little-endian ELF64"):
+        ob.empty_other_arches(tmp_path / "plain.so", [90])
+
+
+@pytest.mark.parametrize("entry, needle", [
+    ({"glob": "a.so", "reason": "r"}, "keep_sm must be a non-empty list"),
+    ({"glob": "a.so", "keep_sm": ["90"], "reason": "r"}, "keep_sm must be a non-empty list"),
+    ({"glob": "a.so", "keep_sm": [90]}, "missing reason"),
+    ({"glob": "../a.so", "keep_sm": [90], "reason": "r"}, "relative to the tree"),
+])
+def test_cuda_arches_entries_are_checked(entry, needle):
+    with pytest.raises(ob.UsageError, match=needle):
+        ob.parse_prune({"cuda_arches": [entry]}, "p.yaml")
+
+
+def test_the_sglang_prune_list_parses():
+    prune = ob.load_prune(str(SCRIPT.parent / "bundles" / "sglang-h200.prune.yaml"))
+    assert [a.keep_sm for a in prune.cuda_arches] == [[90]]
+    assert {"nvidia-cutlass-dsl", "flash-attn-4", "tilelang", "torchao", "kernels"} <= prune.dist_names()

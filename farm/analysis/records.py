@@ -24,6 +24,7 @@ from typing import Any, Literal, Mapping
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError,
                       field_validator)
 
+from farm.analysis.limits import EffectiveLimits, effective_limits
 from farm.analysis.results import Status, TrialResult
 from farm.engines import get_engine
 from farm.engines.base import parse_cli_flags, render_flags
@@ -137,6 +138,8 @@ class RunRecord(_Strict):
     node: str | None = Field(default=None, description="Node the run ran on, if known.")
     command: str | None = Field(default=None, description="The serve command, when the source recorded one.")
     provenance: Provenance | None = Field(default=None, description="Versions, GPU, weights and engine start.")
+    limits: EffectiveLimits | None = Field(
+        default=None, description="The limits the engine ran under, from its log (farm/analysis/limits.py).")
 
     @field_validator("flags")
     @classmethod
@@ -244,6 +247,7 @@ class _FileRun(_Strict):
     node: StrictStr | None = None
     command: StrictStr | None = None
     provenance: Provenance | None = None
+    limits: EffectiveLimits | None = None
     # Annotations of the seed's file: where the run is in the seed document, and remarks.
     seed_line: StrictInt | None = None
     note: StrictStr | None = None
@@ -365,6 +369,7 @@ def results_from_data(data: Any, source: str) -> Results:
             node=run.node,
             command=run.command,
             provenance=run.provenance,
+            limits=run.limits,
         ))
     _check_trial_ids(records, source)
     return Results(
@@ -397,6 +402,7 @@ def results_to_data(results: Results) -> dict[str, Any]:
             "flags": rec.cli_flags, "node_control_of": rec.node_control_of, "profile": rec.profile, "repeat": rec.repeat, "status": rec.status.value,
             "reason": rec.reason, "node": rec.node, "command": rec.command, "metrics": dict(rec.metrics),
             "provenance": rec.provenance.model_dump(exclude_none=True) if rec.provenance else None,
+            "limits": rec.limits.model_dump(exclude_none=True) if rec.limits else None,
         }
         runs.append({k: v for k, v in run.items() if v is not None})
     head = {
@@ -508,7 +514,8 @@ def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, Profil
     # (as farm/analysis/plan.py names node controls). A later pass's run names its own node (hostname).
     node = f"{tr.node}-{tr.node_id[:8]}" if tr.node in shared and tr.node_id else tr.node
     common = dict(trial=t.id, name=t.name, engine=t.engine, model=t.model, flags=_trial_flags(tr, study),
-                  node_control_of=t.node_control_of, node=node, command=tr.serve_command or None)
+                  node_control_of=t.node_control_of, node=node, command=tr.serve_command or None,
+                  limits=effective_limits(t.engine, t.knobs or {}, t.all_flags, tr.engine_reported))
     out = []
     for run in tr.runs:
         metrics = run.metrics.model_dump(exclude_none=True) if run.metrics else {}

@@ -1,7 +1,9 @@
 """SGLang: `python -m sglang.launch_server --model-path MODEL --flag=value ...`.
 
-Flags, log lines and defaults checked against SGLang 0.4.3 to 0.5.x (the seed ran 0.5.9); each
-failure pattern's real log excerpt and its source are in tests/fixtures/engine-logs/ (SOURCES.md).
+Flags, log lines and defaults checked against SGLang 0.4.3 to 0.5.x (the seed ran 0.5.9) and the
+source of 0.5.16 (the H200 bundle's); each failure pattern's real log excerpt and its source are in
+tests/fixtures/engine-logs/ (SOURCES.md), the 0.5.16 formats in
+tests/fixtures/engine-logs/sglang-0.5.16-h200-constructed/README.md.
 
 Knobs in SGLang's terms (KNOB_RENDERERS below), and what is particular about them:
 - prefix_caching: the radix cache is on by default and has no "on" flag; off is
@@ -178,8 +180,16 @@ class SGLangEngine(Engine):
                        "invalid_flags", "unsupported quantization for this model or GPU"),
         FailurePattern(r"Not enough memory\. Please try to increase --mem-fraction-static", "oom",
                        "not enough GPU memory left for the KV cache"),
+        # 0.5.16 mem_cache/kv_cache_configurator.py: a hybrid model's state slots (one per running
+        # request) left no room for a single request.
+        FailurePattern(r"Hybrid \(mamba/linear-attention\) state cache is too small to serve any requests", "oom",
+                       "no room for the linear-attention state of one request"),
         FailurePattern(r"(torch\.OutOfMemoryError|CUDA out of memory|CUDA error: out of memory)", "oom",
                        "CUDA out of memory"),
+        # 0.5.16 model_executor/runner/decode_cuda_graph_runner.py; its advice (CUDA_GRAPH_CAPTURE_FAILED_MSG)
+        # is a smaller --mem-fraction-static or --cuda-graph-max-bs-decode. An out-of-memory cause above wins.
+        FailurePattern(r"Capture (?:cuda graph|prefill CUDA graph) failed: [^\n]*", "engine_failed_to_start",
+                       "CUDA graph capture failed"),
         FailurePattern(r"([Aa]ddress already in use|EADDRINUSE)", "port_in_use", "a port was already taken"),
         # A scheduler that dies while it is being built never served; one that dies in its event
         # loop crashed under load.
@@ -201,20 +211,25 @@ class SGLangEngine(Engine):
         return self.python(spec) + ["-c", "import sglang; print(sglang.__version__)"]
 
     # -- what the engine reports it got ---------------------------------------------------
+    # Log formats as SGLang 0.5.16 writes them (file:line of its wheel in
+    # tests/fixtures/engine-logs/sglang-0.5.16-h200-constructed/README.md); the older ones (0.4.x
+    # to 0.5.9: "KV Cache is allocated. #tokens: ...", "Capture cuda graph bs [...]") still read.
     def reported_capacity(self, log_text: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        # "[2025-11-30 11:18:05 DP1 TP0] max_total_num_tokens=2261377, chunked_prefill_size=16384,
-        #  max_prefill_tokens=16384, max_running_requests=4096, context_len=128000, available_gpu_mem=37.06 GB"
+        # managers/scheduler.py: "[2026-12-01 10:00:00 DP1 TP0] max_total_num_tokens=1454242,
+        #  chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=83, context_len=32768,
+        #  available_gpu_mem=12.34 GB"; max_running_requests is the effective one, after SGLang's own caps.
         summary = list(re.finditer(r"^(?:\[(?:[^\]\n]*?\bDP(\d+)\b)?[^\]\n]*\] )?max_total_num_tokens=(\d+),([^\n]*)",
                                    log_text, re.MULTILINE))
         if summary:
             out["kv_cache_tokens"] = _as_int(per_rank_sum([(m.group(1) or "", float(m.group(2))) for m in summary]))
+            out["max_total_num_tokens"] = out["kv_cache_tokens"]
             fields = dict(re.findall(r"(\w+)=(-?[\d.]+)", summary[0].group(3)))
             running = [(m.group(1) or "", float(v)) for m in summary
                        for v in re.findall(r"max_running_requests=(\d+)", m.group(3))]
             if running:
                 out["max_running_requests"] = _as_int(per_rank_sum(running))
-            if "chunked_prefill_size" in fields:
+            if "chunked_prefill_size" in fields:  # SGLang's batch token budget: chunked_prefill_size
                 out["max_batched_tokens"] = int(fields["chunked_prefill_size"])
             if "max_prefill_tokens" in fields:
                 out["max_prefill_tokens"] = int(fields["max_prefill_tokens"])
@@ -222,10 +237,29 @@ class SGLangEngine(Engine):
                 out["max_model_len"] = int(fields["context_len"])
                 # Derived, not logged: how many full-length requests the KV pool holds (vLLM logs this).
                 out["max_concurrency_at_max_len"] = round(out["kv_cache_tokens"] / int(fields["context_len"]), 2)
-        m = _first(r"KV Cache is allocated\. #tokens: (\d+), K size: ([\d.]+) GB, V size: ([\d.]+) GB", log_text)
+        # mem_cache/kv_cache_configurator.py: the cap SGLang put on --max-running-requests.
+        m = _first(r"max_running_requests was reduced from the requested (\d+) to (\d+)", log_text)
         if m:
-            out.setdefault("kv_cache_tokens", int(m.group(1)))
-            out["kv_cache_memory_gib"] = round(float(m.group(2)) + float(m.group(3)), 2)
+            out["max_running_requests_requested"] = int(m.group(1))
+            out.setdefault("max_running_requests", int(m.group(2)))
+        # mem_cache/memory_pool.py: "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1454242,
+        #  K size: 5.55 GB, V size: 5.55 GB" (or "KV size: ..." for a single-buffer pool).
+        m = _first(r"KV Cache is allocated\. (?:dtype: (?:torch\.)?(\w+), )?#tokens: (\d+), "
+                   r"(?:K size: ([\d.]+) GB, V size: ([\d.]+) GB|KV size: ([\d.]+) GB)", log_text)
+        if m:
+            out.setdefault("kv_cache_tokens", int(m.group(2)))
+            gib = float(m.group(3)) + float(m.group(4)) if m.group(3) else float(m.group(5))
+            out["kv_cache_memory_gib"] = round(gib, 2)
+            if m.group(1):
+                out["kv_cache_torch_dtype"] = m.group(1)
+        # mem_cache/memory_pool.py: hybrid models (Gated DeltaNet, Mamba) hold one state slot per
+        # running request: "Mamba Cache is allocated. max_mamba_cache_size: 416, conv_state size:
+        #  0.40GB, ssm_state size: 18.28GB ..."
+        m = _first(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), conv_state size: ([\d.]+) ?GB, "
+                   r"ssm_state size: ([\d.]+) ?GB", log_text)
+        if m:
+            out["mamba_cache_size"] = int(m.group(1))
+            out["mamba_cache_memory_gib"] = round(float(m.group(2)) + float(m.group(3)), 2)
         # The ServerArgs(...) dump at start: what the server was actually configured with.
         args = _server_args(log_text)
         if "disable_radix_cache" in args:
@@ -243,13 +277,35 @@ class SGLangEngine(Engine):
                 out["gpu_memory_fraction"] = float(args["mem_fraction_static"])
             except ValueError:
                 pass
-        m = _first(r"Capture cuda graph bs \[([\d,\s]*)\]", log_text)
+        # 0.5.16 (model_runner_components/cuda_graph_setup.py): "Capture target decode CUDA graph begin.
+        #  backend=full, num_tokens_per_req=1, bs=[1, 2, 4, ...], avail mem=..."; before: "Capture cuda graph bs [...]".
+        m = (_first(r"Capture (?:target )?(?:decode|verify) CUDA graph begin\.[^\n]*?\bbs=\[([\d,\s]*)\]", log_text)
+             or _first(r"Capture cuda graph bs \[([\d,\s]*)\]", log_text))
         if m:
             sizes = sorted(_int_list(m.group(1)))
             out["cuda_graph_sizes"] = sizes
             out["cuda_graph_max_size"] = max(sizes) if sizes else 0
         if "disable_cuda_graph" in args or m:
             out["cuda_graph"] = args.get("disable_cuda_graph") != "True" and bool(m is None or out["cuda_graph_sizes"])
+        return out
+
+    def reported_startup(self, log_text: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        # model_executor/model_runner.py: "Load weight end. elapsed=0.95 s, type=Qwen3_5MoeForConditionalGeneration,
+        #  avail mem=74.15 GB, mem usage=66.81 GB." (0.5.9 and before: "Load weight end. type=..., mem usage=...")
+        m = _first(r"Load weight end\. (?:elapsed=([\d.]+) s, )?[^\n]*?mem usage=([\d.]+) GB", log_text)
+        if m:
+            out["model_memory_gib"] = float(m.group(2))
+            if m.group(1):
+                out["model_load_s"] = float(m.group(1))
+        m = _first(r"Capture (?:target )?(?:decode|verify) CUDA graph end\. elapsed=([\d.]+) s, mem usage=(-?[\d.]+) GB",
+                   log_text) or _first(r"Capture cuda graph end\. Time elapsed: ([\d.]+) s\. mem usage=(-?[\d.]+) GB",
+                                       log_text)
+        if m:
+            out["cuda_graph_capture_s"], out["cuda_graph_memory_gib"] = float(m.group(1)), float(m.group(2))
+        m = _first(r"Capture (?:target )?prefill CUDA graph end\. elapsed=([\d.]+) s", log_text)
+        if m:
+            out["prefill_cuda_graph_capture_s"] = float(m.group(1))
         return out
 
 

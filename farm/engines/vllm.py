@@ -300,6 +300,16 @@ class VLLMEngine(Engine):
             out["max_batched_tokens"] = args["max_num_batched_tokens"]
         if "gpu_memory_utilization" in args:
             out["gpu_memory_fraction"] = args["gpu_memory_utilization"]
+        # vLLM does not log max_num_seqs unless it was asked for. Its default (vllm/engine/arg_utils.py,
+        # get_batch_defaults, 0.10-0.20.2) for `vllm serve` on a GPU of >= 70 GiB other than an A100
+        # is 1024 sequences with 8192 batched tokens, both doubled by --performance-mode throughput;
+        # a logged default budget of 8192 (16384 in throughput mode) identifies that branch (the
+        # smaller GPUs' and the CPU's 2048 is ambiguous, so no default is claimed for it).
+        if "max_running_requests" not in out and "max_num_batched_tokens" not in args:
+            double = 2 if args.get("performance_mode") == "throughput" else 1
+            if out.get("max_batched_tokens") == 8192 * double:
+                out["max_running_requests"] = 1024 * double
+                out["max_running_requests_from"] = "engine default"
         # CUDA graphs: the compilation config in the engine's config line.
         m = _first(r"'cudagraph_capture_sizes': \[([\d,\s]*)\]", log_text)
         if m:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from farm.analysis.limits import overrides_text
 from farm.analysis.records import Results, RunRecord
 from farm.analysis.select import (
     METRIC_LABELS,
@@ -129,6 +130,19 @@ def check_rate_conclusion(rate: RateAnalysis | None, selection: Selection) -> li
         f"{recorded.value:.2f} as recorded): `{other.command}`"))]
 
 
+def check_knob_overridden(results: Results) -> list[ReportWarning]:
+    """A knob that asked for a limit the engine did not run with (its log says another), once per trial."""
+    out, seen = [], set()
+    for rec in results.records:
+        if rec.limits is None or not rec.limits.knob_overridden or rec.trial in seen:
+            continue
+        seen.add(rec.trial)
+        out.append(ReportWarning(code="knob_overridden", trial=rec.label, message=(
+            f"the engine overrode what its knobs asked ({overrides_text(rec.limits)}, from its log): "
+            "the trial measures what it got, not what it asked for")))
+    return out
+
+
 def check_warnings(results: Results, selection: Selection, rate: RateAnalysis | None = None) -> list[ReportWarning]:
     """Every check of issue 3 point 6 over every run, then the study-level ones."""
     out: list[ReportWarning] = []
@@ -140,6 +154,7 @@ def check_warnings(results: Results, selection: Selection, rate: RateAnalysis | 
         out += check_tpot(rec, profile.output_tokens if profile else None)
         out += check_peak(rec)
         out += check_itl(rec)
+    out += check_knob_overridden(results)
     out += check_rate_conclusion(rate, selection)
     out += check_single_runs(results)
     out += check_selection(selection, results)

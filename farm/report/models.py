@@ -17,7 +17,7 @@ TPOT_TOLERANCE = 0.25      # mean TPOT vs what mean latency and TTFT imply
 PEAK_FACTOR = 10.0         # peak output rate vs mean output rate
 
 WARNING_CODES = ("rate_mismatch", "tpot_inconsistent", "peak_implausible", "itl_zero", "single_run",
-                 "local_optimum", "no_baseline")
+                 "local_optimum", "no_baseline", "knob_overridden")
 # Checks of the evidence itself (issue 7): differences the data cannot separate, a recommendation
 # whose gain over the baseline is not significant, nodes that differ, knobs tried only up to an edge.
 EVIDENCE_CODES = ("cannot_separate", "not_significant", "regression", "node_effect", "edge_of_range")

@@ -6,6 +6,7 @@ import json
 import shlex
 from typing import Any, Callable
 
+from farm.analysis.limits import overrides_text
 from farm.analysis.plan import AUTO_MAX_PASSES
 from farm.analysis.records import RunRecord
 from farm.analysis.select import (
@@ -444,9 +445,12 @@ def _engines(doc: _Doc, report: Report) -> None:
     if not sel.engines:
         return
     doc.h(f"Engines on defaults ({sel.engine_comparison_profile})")
-    doc.table(["Engine", "Trial", "Model", "Total TPS", "Mean TPOT (ms)", "Eligible"],
-              [[e.engine, e.trial, e.model, _num(e.total_tps), _num(e.tpot_mean_ms), "yes" if e.eligible else "no"]
-               for e in sel.engines])
+    # The limits each engine ran under (its log), where farm read them: results without them
+    # (the seed's file, older sweeps) keep the table they always had.
+    limits = any(e.limits is not None for e in sel.engines)
+    doc.table(["Engine", "Trial", "Model", "Total TPS", "Mean TPOT (ms)", "Eligible", *(_LIMIT_HEADERS if limits else ())],
+              [[e.engine, e.trial, e.model, _num(e.total_tps), _num(e.tpot_mean_ms), "yes" if e.eligible else "no",
+                *(_limit_cells(e.limits) if limits else [])] for e in sel.engines])
     lead = sel.engine_lead
     if lead:
         line = (f"{lead.leader} is faster than {lead.runner_up} by {lead.total_tps_ahead:,.2f} tok/s "
@@ -455,7 +459,40 @@ def _engines(doc: _Doc, report: Report) -> None:
             rows = {e.engine: e for e in sel.engines}
             line += (f"; mean TPOT {rows[lead.leader].tpot_mean_ms:.2f} ms vs {rows[lead.runner_up].tpot_mean_ms:.2f} ms, "
                      f"{lead.tpot_lower_ms:.2f} ms lower ({lead.tpot_lower_pct:.2f} %)")
+        if lead.limits_apart:
+            line += (". They ran under clearly different effective limits (from their logs): "
+                     + "; ".join(lead.limits_apart) + ": the gap may say more about these defaults than about the engines")
         doc.p(line + ".")
+
+
+_LIMIT_HEADERS = ("Requests at once", "KV-cache tokens", "Batch tokens")
+
+
+def _limit_cells(limits) -> list[str]:
+    if limits is None:
+        return ["", "", ""]
+    running = _int(limits.max_running_requests)
+    if running and limits.max_running_requests_from == "engine default":
+        running += " (default)"
+    return [running, _int(limits.kv_cache_tokens), _int(limits.max_batched_tokens)]
+
+
+def _int(x: int | None) -> str:
+    return f"{x:,}" if x is not None else ""
+
+
+def _limits(doc: _Doc, report: Report) -> None:
+    """Each trial's knobs beside the limits its engine says it ran under, and the knobs it overrode."""
+    seen: dict[str, object] = {}
+    for rec in report.results.records:
+        if rec.limits is not None:
+            seen.setdefault(rec.trial, rec)
+    if not seen:
+        return
+    doc.h("Effective limits (from the engine logs)")
+    doc.table(["Trial", "Engine", "Flags", *_LIMIT_HEADERS, "Mamba cache", "Knobs overridden"],
+              [[rec.label, rec.engine, " ".join(rec.flags), *_limit_cells(rec.limits),
+                _int(rec.limits.mamba_cache_size), overrides_text(rec.limits)] for rec in seen.values()])
 
 
 def _steps(doc: _Doc, report: Report) -> None:
@@ -565,7 +602,8 @@ def render(report: Report, fmt: str = "text") -> str:
     doc = _Doc(markdown=fmt == "markdown")
     doc.title(report.title)
     sections: list[Callable[[_Doc, Report], None]] = [_conclusion, _checks, _cross, _evidence, _rates, _conditions,
-                                                      _provenance, _reference, _engines, _steps, _trials, _nodes]
+                                                      _provenance, _reference, _engines, _limits, _steps, _trials,
+                                                      _nodes]
     for section in sections + ([_runs] if doc.md else []):
         section(doc, report)
     if not doc.md:

@@ -36,6 +36,7 @@ ATTEMPT_TAG = "farm.attempt"
 REASON_TAG = "farm.reason"
 LOG_TAIL_TAG = "farm.log_tail"
 PREVIOUS_ATTEMPTS_TAG = "farm.previous_attempts"
+KNOB_OVERRIDDEN_TAG = "farm.knob_overridden"  # knobs the engine's log contradicts: "max_running_requests: asked 512, got 83"
 PASSES_TAG = "farm.passes"  # `--repeats auto`: passes appended to the child run so far
 REPEATS_TAG = "farm.repeats"
 
@@ -57,6 +58,7 @@ COMMAND_PARAM_MAX_CHARS = 6000
 TRIAL_PARAMS = ("engine", "model", "trial_id", "gpus", "profiles", "name")
 FLAG_PARAM_PREFIX = "flag."  # one param per engine flag: flag.<name>
 KNOB_PARAM_PREFIX = "knob."  # one param per engine-neutral knob: knob.<name>
+LIMIT_PARAM_PREFIX = "limit."  # one param per effective limit the engine's log names: limit.<name>
 
 
 def flag_param(name: str) -> str:
@@ -65,6 +67,10 @@ def flag_param(name: str) -> str:
 
 def knob_param(name: str) -> str:
     return f"{KNOB_PARAM_PREFIX}{name}"
+
+
+def limit_param(name: str) -> str:
+    return f"{LIMIT_PARAM_PREFIX}{name}"
 
 
 # --------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from farm.engines import get_engine
 from farm.errors import UserError, key_path
 from farm.inputs import env_tracking_uri
+from farm.analysis.limits import effective_limits, overrides_text
 from farm.analysis.outcome import FINISHED
 from farm.analysis.results import Status, TrialResult
 from farm.secrets import redact_study, redact_trial
@@ -159,8 +160,16 @@ def _log_trial_body(c: MlflowClient, run_id: str, result: TrialResult, artifacts
     params = [Param(name, values[name]) for name in S.TRIAL_PARAMS if name != "name" or trial.name]
     params += [Param(S.flag_param(k), _param_value(v)) for k, v in trial.all_flags.items()]
     params += [Param(S.knob_param(k), _param_value(v)) for k, v in (trial.knobs or {}).items()]
+    # The limits the engine ran under (its log), beside the knobs that asked, and the knobs it
+    # overrode as a tag (farm/analysis/limits.py).
+    limits = effective_limits(trial.engine, trial.knobs or {}, trial.all_flags, result.engine_reported)
+    if limits is not None:
+        params += [Param(S.limit_param(k), str(v)) for k, v in limits.model_dump(exclude_none=True).items()
+                   if k != "knob_overridden"]
     cap = S.TAG_MAX_CHARS
     tags = []
+    if limits is not None and limits.knob_overridden:
+        tags.append(RunTag(S.KNOB_OVERRIDDEN_TAG, overrides_text(limits)[:cap]))
     if result.reason:
         tags.append(RunTag(S.REASON_TAG, result.reason[:cap]))
     if result.status != Status.ok and result.log_tail:

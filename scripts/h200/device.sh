@@ -4,6 +4,12 @@
 #
 #   bash scripts/h200/device.sh stage            # copy the carried bundle parts into /tmp (one call per ~56 MiB)
 #   bash scripts/h200/device.sh run SECONDS      # install what is complete, start (or keep) the sweep, wait
+#   FARM_H200_GRID=sglang bash scripts/h200/device.sh run SECONDS   # the SGLang grid (engine-sglang bundle)
+#
+# Bundles: farm-node always; engine-vllm for grid seed and as farm-node's base (farm-node was
+# resolved against it: pydantic, fastapi, ... come from that tree); engine-sglang for grid sglang.
+# The SGLang engine runs on its own tree alone (FARM_SGLANG_PYTHONPATH, the study's engine env), so
+# its transformers/tokenizers pins never meet farm's process (bench/h200/README-bundles.md).
 #
 # `run` starts the sweep as its own session (setsid), so it outlives the call; every later `run`
 # waits on it again. Each `run` ends with the store (MLflow SQLite + artifacts), the sweep's log
@@ -24,25 +30,41 @@ stage() {
   du -sh "$B"/bundles/* 2>/dev/null || true
 }
 
-install_complete() {
-  # A bundle is installed once all of its parts have arrived (install.sh checks their sha256).
-  for dir in "$B"/bundles/*/; do
-    name=$(basename "$dir")
-    [ -f "$B/tree/$name/.installed" ] && continue
-    if python3 - "$dir" <<'PY'
+bundle_state() {
+  # "ready PATH:PATH" when every part arrived and the bundles it was resolved against
+  # (manifest.json needs_on_pythonpath) are installed; "parts missing" or "needs NAME" otherwise.
+  python3 - "$1" "$B/tree" <<'PY'
 import json, pathlib, sys
-d = pathlib.Path(sys.argv[1]); m = json.loads((d / "manifest.json").read_text())
-sys.exit(0 if all((d / p["file"]).is_file() for p in m["parts"]) else 1)
+d, tree = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+m = json.loads((d / "manifest.json").read_text())
+if not all((d / p["file"]).is_file() for p in m["parts"]):
+    print("parts missing"); sys.exit()
+needs = m.get("needs_on_pythonpath", [])
+missing = [n for n in needs if not (tree / n / ".installed").is_file()]
+print(f"needs {' '.join(missing)}" if missing else "ready " + ":".join(str(tree / n) for n in needs))
 PY
-    then
-      start=$(date +%s)
-      # farm-node is resolved on top of engine-vllm: its import check needs that tree too
-      PYTHONPATH="$B/tree/engine-vllm" sh "$dir/install.sh" "$B/tree/$name"
-      touch "$B/tree/$name/.installed"
-      echo "installed $name in $(( $(date +%s) - start )) s"
-    else
-      echo "bundle $name: parts missing, not installed yet"
-    fi
+}
+
+install_complete() {
+  # A bundle is installed once all of its parts have arrived (install.sh checks their sha256) and the
+  # bundles it was resolved against are: its import check runs with exactly those trees on PYTHONPATH
+  # (engine bundles: none; farm-node: engine-vllm). Two rounds: a base bundle first, then what needs it.
+  for round in 1 2; do
+    for dir in "$B"/bundles/*/; do
+      [ -f "$dir/manifest.json" ] || continue
+      name=$(basename "$dir")
+      [ -f "$B/tree/$name/.installed" ] && continue
+      state=$(bundle_state "$dir")
+      case "$state" in
+        ready*)
+          start=$(date +%s)
+          rm -rf "$B/tree/$name"   # install.sh refuses a non-empty target (an interrupted install)
+          PYTHONPATH="${state#ready }" sh "$dir/install.sh" "$B/tree/$name"
+          touch "$B/tree/$name/.installed"
+          echo "installed $name in $(( $(date +%s) - start )) s" ;;
+        *) [ "$round" = 2 ] && echo "bundle $name: $state, not installed yet" ;;
+      esac
+    done
   done
 }
 
@@ -52,7 +74,7 @@ snapshot() {
     mkdir -p "$B/snap"; rm -rf "$B/snap/"*
     python3 -c "import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d); d.close()" \
       "$B/store/mlflow.db" "$B/snap/mlflow.db"
-    cp "$B/store/sweep-id" "$B/snap/" 2>/dev/null || true
+    cp "$B/store/"sweep-id* "$B/snap/" 2>/dev/null || true
     [ -d "$B/store/mlruns" ] && cp -r "$B/store/mlruns" "$B/snap/"
     tar -czf "$out/store.tgz" -C "$B/snap" .
   fi
@@ -63,10 +85,15 @@ snapshot() {
 
 run() {
   wait_s=${1:-540}
+  grid=${FARM_H200_GRID:-seed}
   install_complete
-  if [ ! -f "$B/tree/engine-vllm/.installed" ] || [ ! -f "$B/tree/farm-node/.installed" ]; then
-    echo "bundles incomplete: nothing started"; snapshot; return 0
-  fi
+  need=(farm-node engine-vllm)          # farm's own tree and its base
+  [ "$grid" = sglang ] && need+=(engine-sglang)
+  for name in "${need[@]}"; do
+    if [ ! -f "$B/tree/$name/.installed" ]; then
+      echo "bundle $name not installed (grid $grid needs ${need[*]}): nothing started"; snapshot; return 0
+    fi
+  done
   if [ ! -f "$B/store/mlflow.db" ] && [ -f "$REPO/.h200/store.tgz" ]; then
     tar -xzf "$REPO/.h200/store.tgz" -C "$B/store"   # resume what an earlier machine measured
     echo "store restored from .h200/store.tgz (sweep $(cat "$B/store/sweep-id" 2>/dev/null))"
@@ -76,7 +103,7 @@ run() {
   else
     rm -rf "$B/src" && mkdir -p "$B/src" && cp -r "$REPO"/farm "$REPO"/actors "$REPO"/configs "$REPO"/scripts "$B/src/"
     cp -r "$REPO/.models" "$B/src/.models"
-    setsid nohup bash "$REPO/scripts/h200/sweep-job.sh" "$B" > "$B/sweep.log" 2>&1 < /dev/null &
+    FARM_H200_GRID=$grid setsid nohup bash "$REPO/scripts/h200/sweep-job.sh" "$B" > "$B/sweep.log" 2>&1 < /dev/null &
     echo $! > "$B/job.pid"
     echo "sweep started (pid $!)"
   fi

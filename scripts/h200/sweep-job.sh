@@ -5,27 +5,40 @@
 set -uo pipefail
 B=$1
 export PYTHONPATH="$B/src:$B/tree/farm-node:$B/tree/engine-vllm"
-export FARM_ENGINE_PYTHONPATH="$B/tree/engine-vllm"
+export FARM_ENGINE_PYTHONPATH="$B/tree/engine-vllm"   # vLLM's process: its bundle tree (the study's engine env)
+export FARM_SGLANG_PYTHONPATH="$B/tree/engine-sglang" # SGLang's process: its own tree only
 export FARM_CACHE_DIR="$B/cache"                  # the node's compile caches live here, across trials
 export GUIDELLM__MAX_WORKER_PROCESSES=8          # 16 cores: 512 requests in flight need more than 2 client workers
 export RAY_USAGE_STATS_ENABLED=0 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 cd "$B/store"
 farm() { python3 -m farm.cli "$@"; }
-common=(--config "$B/src/configs/h200-dummy.yaml" --grid seed --tracking-uri "sqlite:///$B/store/mlflow.db"
+# FARM_H200_GRID picks the grid (seed: vLLM, the default; sglang: SGLang). Each grid is its own
+# sweep with its own id file (seed keeps `sweep-id`, so sweep aa0e8ed8... resumes as before).
+grid=${FARM_H200_GRID:-seed}
+idfile=sweep-id; [ "$grid" = seed ] || idfile="sweep-id.$grid"
+case "$grid" in
+  seed) first=(--trial engine_vllm_default --trial step3_performance_mode) ;;
+  # the baseline and the case the issue is about (512 asked, 83 run) before the rest
+  sglang) first=(--trial engine_sglang_default --trial sglang_running_512 --trial sglang_running_512_radix_off) ;;
+  *) first=() ;;
+esac
+common=(--config "$B/src/configs/h200-dummy.yaml" --grid "$grid" --tracking-uri "sqlite:///$B/store/mlflow.db"
         --workdir "$B/runs")
-if [ ! -f sweep-id ]; then
+if [ ! -f "$idfile" ]; then
   # The id is kept as soon as the sweep prints it: a machine lost mid-trial is resumed, not restarted.
-  farm sweep "${common[@]}" --trial engine_vllm_default --trial step3_performance_mode 2>&1 | while IFS= read -r line; do
+  farm sweep "${common[@]}" "${first[@]}" 2>&1 | while IFS= read -r line; do
     printf '%s\n' "$line"
-    if [[ ! -f sweep-id && $line =~ ^sweep\ ([0-9a-f]{32}) ]]; then echo "${BASH_REMATCH[1]}" > sweep-id; fi
+    if [[ ! -f $idfile && $line =~ ^sweep\ ([0-9a-f]{32}) ]]; then echo "${BASH_REMATCH[1]}" > "$idfile"; fi
   done
 fi
 # FARM_H200_NEXT="step3_performance_mode ..." runs those pending trials of the sweep first.
 if [ -n "${FARM_H200_NEXT:-}" ]; then
   next=(); for t in $FARM_H200_NEXT; do next+=(--trial "$t"); done
-  farm sweep "${common[@]}" --resume "$(cat sweep-id)" "${next[@]}"
+  farm sweep "${common[@]}" --resume "$(cat "$idfile")" "${next[@]}"
 fi
-farm sweep "${common[@]}" --resume "$(cat sweep-id)"
-farm report "$(cat sweep-id)" --tracking-uri "sqlite:///$B/store/mlflow.db" --format markdown --out "$B/store/report" > "$B/store/report.md"
+farm sweep "${common[@]}" --resume "$(cat "$idfile")"
+suffix=""; [ "$grid" = seed ] || suffix="-$grid"
+farm report "$(cat "$idfile")" --tracking-uri "sqlite:///$B/store/mlflow.db" --format markdown --out "$B/store/report$suffix" \
+  > "$B/store/report$suffix.md"
 echo "sweep job done"

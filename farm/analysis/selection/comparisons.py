@@ -4,6 +4,7 @@ Pareto fronts, edges of the grid."""
 from __future__ import annotations
 
 from farm.analysis import stats as fstats
+from farm.analysis.limits import limits_apart
 from farm.analysis.records import Results, RunRecord, canonical_flag, flag_set
 from farm.study.repeats import FAMILY_ALPHA
 from farm.analysis.selection.models import (
@@ -79,7 +80,8 @@ def engine_comparison(table: Table, settings: SelectionSettings, profile: str) -
         if cell is None:
             continue
         rows.append(EngineRow(engine=engine, trial=table.first[trial].label, model=table.first[trial].model,
-                              total_tps=cell.score, tpot_mean_ms=cell.mean("tpot_mean_ms"), eligible=cell.eligible))
+                              total_tps=cell.score, tpot_mean_ms=cell.mean("tpot_mean_ms"), eligible=cell.eligible,
+                              limits=table.first[trial].limits))
     ranked = sorted((r for r in rows if r.total_tps is not None), key=lambda r: -r.total_tps)
     if len(ranked) < 2:
         return rows, None
@@ -91,7 +93,8 @@ def engine_comparison(table: Table, settings: SelectionSettings, profile: str) -
     return rows, EngineLead(profile=profile, leader=lead.engine, runner_up=second.engine,
                             total_tps_ahead=lead.total_tps - second.total_tps,
                             total_tps_ahead_pct=delta_pct(lead.total_tps, second.total_tps) or 0.0,
-                            tpot_lower_ms=tpot_ms, tpot_lower_pct=tpot_pct)
+                            tpot_lower_ms=tpot_ms, tpot_lower_pct=tpot_pct,
+                            limits_apart=limits_apart(lead.limits, second.limits, names=(lead.engine, second.engine)))
 
 
 def _trial_rows(table: Table, confidence: float = 1 - FAMILY_ALPHA) -> list[TrialRow]:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from farm.analysis import stats as fstats
+from farm.analysis.limits import EffectiveLimits
 from farm.analysis.records import Results
 from farm.engines import parse_cli_flags
 from farm.errors import UserError
@@ -245,6 +246,7 @@ class EngineRow(_Strict):
     total_tps: float | None
     tpot_mean_ms: float | None
     eligible: bool
+    limits: EffectiveLimits | None = Field(default=None, description="The limits it ran under, from its log.")
 
 
 class EngineLead(_Strict):
@@ -257,6 +259,9 @@ class EngineLead(_Strict):
     total_tps_ahead_pct: float = Field(description="Relative to the runner-up.")
     tpot_lower_ms: float | None = Field(default=None, description="Runner-up minus leader mean TPOT.")
     tpot_lower_pct: float | None = Field(default=None, description="Relative to the runner-up's mean TPOT.")
+    limits_apart: list[str] = Field(default_factory=list, description=(
+        "Effective limits on which leader and runner-up clearly differ (farm/analysis/limits.py): the "
+        "verdict may then say more about a default than about the engines."))
 
 
 Verdict = Literal["kept", "rejected", "not_eligible", "not_measured", "skipped"]
