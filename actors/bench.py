@@ -74,6 +74,8 @@ class TrialRunner:
         self._secrets: list[str] = []
         self._port = 0
         self._cancelled = threading.Event()
+        # One guidellm client process for the trial's warm-ups and runs (actors/bench_client.py).
+        self.client = bench_client.ClientSession()
 
     # -- helpers -------------------------------------------------------------------------
     def _log_tail(self) -> str:
@@ -208,6 +210,7 @@ class TrialRunner:
                 return
             self.proc = EngineProcess(argv, env, self.dir / "engine.log", secrets=self._secrets)
             self.proc.start()
+            self.client.start(self.dir / "guidellm-client.log")
         result.engine_pid, result.engine_port = self.proc.pid, port
         # Where to find the engine while it runs (operators, tests killing it from outside).
         (self.dir / "engine.pid").write_text(f"{self.proc.pid} {port}\n")
@@ -259,7 +262,7 @@ class TrialRunner:
         spec = bench_client.scenario_spec(profile, target=base_url, model=self.job.trial.model, tokenizer=tokenizer,
                                           output=self.dir / f"{stem}.json", data_file=data_file,
                                           requests=profile.warmup_requests)
-        client = bench_client.run_client(spec, workdir=self.dir, name=stem, timeout_s=outcome.client_timeout_s(profile),
+        client = self.client.run(spec, workdir=self.dir, name=stem, timeout_s=outcome.client_timeout_s(profile),
                                          engine_alive=lambda: self.proc is not None and self.proc.alive(),
                                          cancelled=self._cancelled.is_set)
         warm = WarmupRun(profile=name, requests=profile.warmup_requests, seconds=round(time.time() - started, 2),
@@ -280,7 +283,7 @@ class TrialRunner:
         spec = bench_client.scenario_spec(profile, target=base_url, model=trial.model, tokenizer=tokenizer,
                                           output=report, data_file=data_file)
         timeout_s = outcome.client_timeout_s(profile)
-        client = bench_client.run_client(spec, workdir=self.dir, name=stem, timeout_s=timeout_s,
+        client = self.client.run(spec, workdir=self.dir, name=stem, timeout_s=timeout_s,
                                          engine_alive=lambda: self.proc is not None and self.proc.alive(),
                                          cancelled=self._cancelled.is_set)
         run.finished_at = time.time()
@@ -322,6 +325,7 @@ class TrialRunner:
 
     def stop(self) -> None:
         with self._lock:
+            self.client.close(wait_s=0 if self._cancelled.is_set() else 5.0)
             if self.proc is None:
                 return
             self.proc.stop()

@@ -123,6 +123,16 @@ class ClientSession:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    @property
+    def pid(self) -> int | None:
+        """The client process (and its process group), while one runs."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def start(self, log_path: Path) -> None:
+        """Start the client process now (it loads guidellm while, say, the engine starts)."""
+        if self._proc is None or self._proc.poll() is not None:
+            self._start(log_path)
+
     def _start(self, log_path: Path) -> subprocess.Popen:
         read_fd, write_fd = os.pipe()
         with open(log_path, "ab") as log:
@@ -185,8 +195,7 @@ class ClientSession:
                     pass
             if proc.poll() is None:
                 _kill_group(proc)
-            else:
-                _kill_group_remnants(proc.pid)
+            _kill_group_remnants(proc.pid)
         if self._watchdog is not None:
             self._watchdog.kill()
             self._watchdog.wait(timeout=5)

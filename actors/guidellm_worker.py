@@ -58,6 +58,12 @@ def serve(reply_fd: int) -> int:
 
     os.environ["GUIDELLM__MP_CONTEXT_TYPE"] = "forkserver"
     multiprocessing.set_forkserver_preload(FORKSERVER_PRELOAD)
+    # Load guidellm and start the forkserver before the first request: the actor starts this
+    # process beside the engine, so the imports overlap the engine's start instead of a run.
+    import guidellm.benchmark  # noqa: F401
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
     with os.fdopen(reply_fd, "w", buffering=1) as reply:
         for line in sys.stdin:
             request = json.loads(line)

@@ -1,0 +1,98 @@
+"""One guidellm client process serves every run of a trial (actors/bench_client.py): real guidellm
+against a real `guidellm mock-server`, started and stopped by process group."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from actors.bench_client import ClientSession, scenario_spec
+from actors.proc import free_port
+from actors.tokenizer import resolve_tokenizer
+from farm.study.spec import DataSpec, ProfileSpec
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def mock_server():
+    port = free_port("127.0.0.1")
+    proc = subprocess.Popen([sys.executable, "-m", "guidellm", "mock-server", "--model=farm-tiny", "--host=127.0.0.1",
+                             f"--port={port}", "--ttft-ms=20", "--itl-ms=20"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("mock-server did not start")
+                time.sleep(0.3)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _spec(target: str, out, requests: int, output_tokens: int = 8) -> dict:
+    profile = ProfileSpec(data=DataSpec(kind="synthetic", prompt_tokens=16, output_tokens=output_tokens), rate=1000,
+                          requests=requests, max_concurrency=4, seed=42, max_seconds=120)
+    return scenario_spec(profile, target=target, model="farm-tiny", tokenizer=resolve_tokenizer("farm:tiny", "farm-tiny"),
+                         output=out)
+
+
+def _group_alive(pgid: int, wait_s: float = 10.0) -> bool:
+    """Whether a process of group `pgid` still runs (zombies waiting for their reaper do not count)."""
+    from pathlib import Path
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        running = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                running.append(stat.parent.name)
+        if not running or time.monotonic() > deadline:
+            return bool(running)
+        time.sleep(0.2)
+
+
+def test_one_client_process_serves_every_run(mock_server, tmp_path):
+    with ClientSession() as session:
+        session.start(tmp_path / "client.log")
+        pid = session.pid
+        for i in range(2):
+            out = session.run(_spec(mock_server, tmp_path / f"r{i}.json", requests=8), workdir=tmp_path, name=f"r{i}",
+                              timeout_s=120)
+            assert out.returncode == 0 and not out.timed_out, out.log_path.read_text()[-2000:]
+            report = json.loads((tmp_path / f"r{i}.json").read_text())
+            assert report["benchmarks"][0]["metrics"]["request_totals"]["successful"] == 8
+            assert session.pid == pid  # the same process, guidellm loaded once
+    assert not _group_alive(pid)  # closing ends the client and guidellm's forkserver and workers
+
+
+def test_a_run_past_its_limit_kills_the_client_and_the_next_run_gets_a_new_one(mock_server, tmp_path):
+    with ClientSession() as session:
+        session.start(tmp_path / "client.log")
+        pid = session.pid
+        slow = _spec(mock_server, tmp_path / "slow.json", requests=2000, output_tokens=400)
+        first = session.run(slow, workdir=tmp_path, name="slow", timeout_s=15)
+        assert first.timed_out and first.returncode is None
+        # the whole process group went with it: no guidellm worker left sending requests
+        assert session.pid is None and not _group_alive(pid)
+        again = session.run(_spec(mock_server, tmp_path / "ok.json", requests=4), workdir=tmp_path, name="ok",
+                            timeout_s=120)
+        assert again.returncode == 0 and not again.timed_out
+        assert json.loads((tmp_path / "ok.json").read_text())["benchmarks"]
