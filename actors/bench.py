@@ -188,7 +188,7 @@ class TrialRunner:
         return result
 
     def _run(self, result: TrialResult, env: dict[str, str]) -> None:
-        job, trial, spec = self.job, self.job.trial, self.job.engine_spec
+        trial, spec = self.job.trial, self.job.engine_spec
         tokenizer = resolve_tokenizer(trial.tokenizer, trial.model)
         try:
             data_files = self._data_files(tokenizer)
@@ -201,7 +201,20 @@ class TrialRunner:
         argv = self.engine.command(spec, trial, port=port, gpu_ids=result.gpus or None)
         result.command = redact_args(argv, self.engine.secret_flags(spec))
         (self.dir / "command.txt").write_text(" ".join(result.command) + "\n")
-        result.engine_version = self._version(env)
+        # The version probe imports the engine (seconds of CPU, no GPU): it runs beside the
+        # engine's start instead of before it, while the trial already holds its GPUs.
+        version: list[str | None] = []
+        probe = threading.Thread(target=lambda: version.append(self._version(env)), daemon=True)
+        probe.start()
+        try:
+            self._start_and_run(result, env, argv, port, tokenizer, data_files)
+        finally:
+            probe.join()
+            result.engine_version = version[0] if version else None
+
+    def _start_and_run(self, result: TrialResult, env: dict[str, str], argv: list[str], port: int, tokenizer: str,
+                       data_files: dict[str, Path | None]) -> None:
+        job, trial, spec = self.job, self.job.trial, self.job.engine_spec
         problem = warm(self.engine, spec, trial.model, env, cache_dir() / "warm", spec.ready_timeout_s)
         if problem:
             result.engine_reported["warmup"] = scrub(problem, self._secrets)
@@ -325,7 +338,7 @@ class TrialRunner:
 
     def stop(self) -> None:
         with self._lock:
-            self.client.close(wait_s=0 if self._cancelled.is_set() else 5.0)
+            self.client.close(wait_s=0)  # its runs are over: nothing of its is left to write
             if self.proc is None:
                 return
             self.proc.stop()
