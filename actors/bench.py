@@ -229,7 +229,8 @@ class TrialRunner:
         (self.dir / "engine.pid").write_text(f"{self.proc.pid} {port}\n")
         base_url = f"http://{spec.host}:{port}"
         try:
-            ready_s = self.proc.wait_ready(base_url + self.engine.ready_path, spec.ready_timeout_s)
+            ready_s = self.proc.wait_ready(base_url + self.engine.ready_path, spec.ready_timeout_s,
+                                           fatal=self.engine.classify)
         except EngineExited as exc:
             result.status, result.reason = self._engine_failure(Status.engine_failed_to_start, str(exc))
             return

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import httpx
 
@@ -34,6 +35,18 @@ class EngineExited(RuntimeError):
 
 class ReadyTimeout(RuntimeError):
     """The engine kept running but never answered its readiness path in time."""
+
+
+class FatalInLog(ReadyTimeout):
+    """The engine's log names a fatal error and the engine neither exited nor became ready soon
+    after: waiting the rest of its readiness timeout (up to 30 minutes of a GPU) would buy nothing."""
+
+
+# How long an engine whose log shows a fatal error gets to exit (its full log) or to recover.
+FATAL_GRACE_S = 15.0
+# What of the log the fatal check reads (the start's end; a start log runs to a few hundred KB).
+FATAL_SCAN_BYTES = 512 * 1024
+FATAL_SCAN_EVERY_S = 2.0
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -138,10 +151,14 @@ class EngineProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def wait_ready(self, url: str, timeout_s: float, interval_s: float = 0.5) -> float:
-        """Seconds until `url` answered 200; raises EngineExited or ReadyTimeout."""
+    def wait_ready(self, url: str, timeout_s: float, interval_s: float = 0.5, *,
+                   fatal: Callable[[str], object | None] | None = None, fatal_grace_s: float = FATAL_GRACE_S) -> float:
+        """Seconds until `url` answered 200; raises EngineExited, ReadyTimeout, or FatalInLog when
+        `fatal(log_text)` names a failure and the engine neither exits nor gets ready within
+        `fatal_grace_s` of it."""
         started = time.monotonic()
         deadline = started + timeout_s
+        next_scan, fatal_seen, quiet_since, log_size = started, False, started, -1
         with httpx.Client(timeout=5.0) as client:
             while True:
                 code = self.poll()
@@ -152,9 +169,37 @@ class EngineProcess:
                         return time.monotonic() - started
                 except httpx.HTTPError:
                     pass
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                if now > deadline:
                     raise ReadyTimeout(f"not ready at {url} after {timeout_s:.0f} s")
+                if fatal is not None and now >= next_scan:
+                    next_scan = now + FATAL_SCAN_EVERY_S
+                    size = self._log_size()
+                    if size != log_size:
+                        log_size, quiet_since = size, now
+                    if not fatal_seen and fatal(self._log_end()) is not None:
+                        fatal_seen = True
+                    # An engine that logged a fatal error and went quiet is hung; one that goes on
+                    # writing may be recovering (a retried allocation), and is waited for.
+                    if fatal_seen and now - quiet_since > fatal_grace_s:
+                        raise FatalInLog(f"its log shows a fatal error and it has written nothing for {fatal_grace_s:.0f} s "
+                                         f"since (stopped waiting after {now - started:.0f} s of its {timeout_s:.0f} s "
+                                         f"readiness timeout)")
                 time.sleep(interval_s)
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return -1
+
+    def _log_end(self) -> str:
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(max(0, os.fstat(fh.fileno()).st_size - FATAL_SCAN_BYTES))
+                return fh.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
 
     def stop(self) -> int | None:
         """SIGTERM to the group, a grace period, then SIGKILL. Returns the exit code."""
