@@ -5,7 +5,7 @@ its metadata (`SweepInfo`), its trials and how each ended (`TrialEntry`), the st
 its benchmark runs as selection reads them (`Results`). Two backends implement it: MLflow
 (`farm.store.mlflow_store`, what a sweep writes) and a results file
 (`farm.store.results_store`, what `farm report --out` and the end of a sweep export, and the
-seed's own file). tests/test_store_contract.py holds both to the same answers.
+seed's own file). tests/unit/store/test_store_contract.py holds both to the same answers.
 
 Pure: no mlflow import (the MLflow backend imports it, this module does not).
 """

@@ -26,7 +26,7 @@ from farm.store.results_store import ResultsFileStore, trial_status
 from farm.study.grid import expand
 from farm.study.load import load_study
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 GRID = "smoke"
 
 

@@ -392,7 +392,7 @@ BOUNDARY = [
     ("server-store-a-file", {"store": "x"}, ["server", "--store", "store"], "--store: store exists and is not a directory"),
 ]
 
-# Inputs that the property test (tests/test_fuzz_inputs.py) found failing, kept as explicit cases:
+# Inputs that the property test (tests/unit/cli/test_fuzz_inputs.py) found failing, kept as explicit cases:
 # its minimal examples, run against the code before farm/inputs.py existed (a UnicodeDecodeError
 # and a RecursionError traceback; @reproduce_failure('6.170.17', b'AEEFQQBhgA==') and
 # b'AEEHQge+QQBBAA==' with its derandomized settings).

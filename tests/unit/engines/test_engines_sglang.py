@@ -16,7 +16,7 @@ from gpu_launch import serve_once
 from farm.study.spec import EngineSpec
 from farm.study.trial import Trial
 
-LOGS = Path(__file__).resolve().parent / "fixtures" / "engine-logs"
+LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "engine-logs"
 ENGINE = get_engine("sglang")
 
 

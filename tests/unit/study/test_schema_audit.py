@@ -28,7 +28,7 @@ import farm.study.sections as sections
 import farm.study.spec as spec
 from farm.cli.main import cli
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 SCHEMA = (spec, sections, grid_spec)
 SCHEMA_FILES = {REPO / "farm" / "study" / f"{m.__name__.rsplit('.', 1)[1]}.py" for m in SCHEMA}
 

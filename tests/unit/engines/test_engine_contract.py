@@ -4,7 +4,7 @@ Parametrized over `farm.engines.ENGINES`, so an engine added to the registry is 
 touching this file; it must also bring fixture logs of its own (tests/fixtures/engine-logs/,
 named `<engine>-...`, each listed in SOURCES.md with what it should classify as). The
 engine-specific behaviour (each engine's flags, what its logs report) is tested in
-tests/test_engines_<engine>.py.
+tests/unit/engines/test_engines_<engine>.py.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from farm.engines.base import SECRET_MASK, Engine, Failure
 from farm.study.spec import EngineSpec
 from farm.study.trial import Trial
 
-LOGS = Path(__file__).resolve().parent / "fixtures" / "engine-logs"
+LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "engine-logs"
 NAMES = sorted(ENGINES)
 FLAGS = {"contract-number": 7, "contract-switch": True, "contract-off": False, "contract-json": {"a": 1, "b": [2]}}
 

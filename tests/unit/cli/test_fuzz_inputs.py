@@ -2,7 +2,7 @@
 traceback, and nothing is written and no Ray is started.
 
 Generated and mutated inputs, through the real command group in this process (click's
-CliRunner: about 0.2 s a case, where a process costs 3 s; tests/test_bad_input.py runs the
+CliRunner: about 0.2 s a case, where a process costs 3 s; tests/unit/cli/test_bad_input.py runs the
 named regressions as real processes):
 - study files: the real configs/smoke.yaml as the include of a small top file, its parsed
   structure mutated (values of every type and size replaced, keys deleted and added), its text
@@ -14,7 +14,7 @@ named regressions as real processes):
   up, and arbitrary text, for `farm sweep --dry-run`, `farm status` and `farm report`.
 
 Derandomized (the same examples on every run, so CI is stable), no example database. A failure
-found here is recorded as an explicit case in tests/test_bad_input.py (FOUND_BY_FUZZING).
+found here is recorded as an explicit case in tests/unit/cli/test_bad_input.py (FOUND_BY_FUZZING).
 The example counts keep the whole file near a minute and a half on 2 cores.
 """
 
@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 from farm.cli.main import cli
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 SMOKE_TEXT = (REPO / "configs" / "smoke.yaml").read_text()
 SMOKE = yaml.safe_load(SMOKE_TEXT)
 TOP = {"name": "fuzz", "primary_profile": "smoke_chat", "include": "smoke.yaml"}

@@ -164,7 +164,7 @@ def _settings(**kw) -> SelectionSettings:
 
 def test_repeats_are_averaged_and_one_failed_repeat_makes_a_trial_ineligible():
     # Repeats close together: c's lead over a is significant, so c wins (a noisier lead would be a
-    # tie, recommending the simpler a; see tests/test_evidence.py).
+    # tie, recommending the simpler a; see tests/unit/analysis/test_evidence.py).
     runs = [_run("a0", ["--ttft-ms=10"], 108), _run("a1", ["--ttft-ms=10"], 112),
             _run("b0", ["--ttft-ms=10", "--itl-ms=1"], 300), _run("b1", ["--ttft-ms=10", "--itl-ms=1"], 0, status="oom"),
             _run("c0", ["--ttft-ms=10", "--itl-ms=4"], 158), _run("c1", ["--itl-ms=4", "--ttft-ms=10"], 162)]

@@ -10,7 +10,7 @@ import pytest
 
 from farm.engines import get_engine
 
-LOGS = Path(__file__).resolve().parent.parent / "bench" / "h200" / "engine-logs"
+LOGS = Path(__file__).resolve().parents[3] / "bench" / "h200" / "engine-logs"
 BF16 = LOGS / "vllm-0.20.2-bf16-dummy-cold-start.log"
 FP8 = LOGS / "vllm-0.20.2-fp8-prefix-throughput-dummy-cold-start.log"
 # step1_quant_fp8: FP8 at vLLM's default batch budget, started right after step3 on the same machine

@@ -26,7 +26,7 @@ from raynodes import LOOPBACK_ENV, free_ports, set_env
 
 pytestmark = pytest.mark.slow
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GPUS_PER_NODE = 4
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.conftest import run_farm
 
-H200 = Path(__file__).resolve().parent.parent / "bench" / "h200"
+H200 = Path(__file__).resolve().parents[3] / "bench" / "h200"
 
 
 def test_farm_analyze_reproduces_the_committed_report():

@@ -18,7 +18,7 @@ from farm.analysis.records import results_from_data, results_to_data
 from farm.engines import get_engine
 from farm.report import render, report_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 SGL = ROOT / "tests" / "fixtures" / "engine-logs" / "sglang-0.5.16-h200-constructed"
 VLLM = ROOT / "bench" / "h200" / "engine-logs"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "scripts" / "make-shape-model.py"
 FILES = {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "farm-model.json"}
 

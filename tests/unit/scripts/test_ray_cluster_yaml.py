@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 CONFIG = REPO / "ray-cluster.yaml"
 
 

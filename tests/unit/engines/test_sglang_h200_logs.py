@@ -14,7 +14,7 @@ import pytest
 
 from farm.engines import get_engine
 
-LOGS = Path(__file__).resolve().parent / "fixtures" / "engine-logs" / "sglang-0.5.16-h200-constructed"
+LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "engine-logs" / "sglang-0.5.16-h200-constructed"
 DEFAULT = LOGS / "sglang-0.5.16-default.log"
 MRR512 = LOGS / "sglang-0.5.16-max-running-512.log"
 MRR512_NO_RADIX = LOGS / "sglang-0.5.16-max-running-512-radix-off.log"

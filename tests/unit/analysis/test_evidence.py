@@ -145,7 +145,7 @@ def test_slo_in_the_study_file_is_validated(tmp_path):
     study = tmp_path / "s.yaml"
     study.write_text("include: [%s]\nname: s\nprimary_profile: smoke_chat\nprofiles:\n  smoke_chat:\n"
                      "    data: {kind: synthetic, prompt_tokens: 8, output_tokens: 8}\n    requests: 4\n"
-                     "    slo: {goodput: true}\n" % (Path(__file__).parent.parent / "configs" / "smoke.yaml"))
+                     "    slo: {goodput: true}\n" % (Path(__file__).parents[3] / "configs" / "smoke.yaml"))
     with pytest.raises(SpecError, match="slo"):
         load_study(study)
 
@@ -281,7 +281,7 @@ def test_goodput_slos_go_to_guidellm_and_come_back_in_the_metrics():
     without = profile.model_copy(update={"slo": slo.model_copy(update={"goodput": False})})
     assert "metrics" not in scenario_spec(without, target="x", model="m", tokenizer="t", output=Path("/tmp/x.json"))
 
-    raw = json.loads((Path(__file__).parent / "fixtures" / "guidellm-0.8.1-mock-report.json").read_text())
+    raw = json.loads((Path(__file__).parents[2] / "fixtures" / "guidellm-0.8.1-mock-report.json").read_text())
     assert parse_report(raw)[0].slo_attainment is None
     raw["benchmarks"][-1]["metrics"].update(slo_attainment=0.875, request_goodput={"successful": {"mean": 3.5}})
     metrics = parse_report(raw)[0]

@@ -15,7 +15,7 @@ from farm.study.load import load_study
 from farm.study.spec import Study
 from farm.study.trial import trial_id
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SHARED_SEED = Path("/work/shared/reference/seed-results.json")
 
 MTP4 = {"method": "mtp", "num_tokens": 4}
