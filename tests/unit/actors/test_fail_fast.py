@@ -14,7 +14,7 @@ import pytest
 from actors.proc import EngineProcess, FatalInLog, free_port
 from farm.engines import get_engine
 
-LOGS = Path(__file__).resolve().parent / "fixtures" / "engine-logs"
+LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "engine-logs"
 
 # Writes a log file to stdout, then hangs (the engine's parent process waiting on a dead child).
 HANG = "import sys, time; sys.stdout.write(open(sys.argv[1]).read()); sys.stdout.flush(); time.sleep(600)"
@@ -69,6 +69,6 @@ def test_an_engine_that_keeps_writing_after_a_fatal_line_is_waited_for(tmp_path)
 
 def test_a_healthy_h200_start_log_has_no_fatal_line():
     # the check runs on every start: the real H200 starts must not look fatal
-    h200 = Path(__file__).resolve().parent.parent / "bench" / "h200" / "engine-logs"
+    h200 = Path(__file__).resolve().parents[3] / "bench" / "h200" / "engine-logs"
     for log in h200.glob("*.log"):
         assert get_engine("vllm").classify(log.read_text()) is None, log.name
