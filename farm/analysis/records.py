@@ -114,6 +114,11 @@ class Provenance(_Strict):
     engine_start_cold: StrictBool | None = Field(
         default=None, description="Whether the engine compiled from scratch (no compile cache on the node).")
     started_at: StrictStr | None = Field(default=None, description="When the run started (UTC, ISO 8601).")
+    # Where a trial's GPU time went (farm/analysis/gpu_time.py): its whole wall time in the actor,
+    # its warm-up runs, and this run's wall time (the client's start and report included).
+    trial_wall_s: StrictFloat | None = Field(default=None, ge=0, description="The trial's wall time, start to stop.")
+    warmup_s: StrictFloat | None = Field(default=None, ge=0, description="The trial's warm-up runs, in all.")
+    run_wall_s: StrictFloat | None = Field(default=None, ge=0, description="This run's wall time.")
 
 
 class RunRecord(_Strict):
@@ -522,7 +527,7 @@ def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, Profil
         asked = profiles[run.profile].total_requests if run.profile in profiles else None
         out.append(RunRecord(id=f"{t.label}/{run.profile}/{run.repeat}", profile=run.profile, repeat=run.repeat,
                              status=run.status, reason=run.reason, metrics=metrics, total_requests=asked,
-                             provenance=provenance_of(tr, run.started_at),
+                             provenance=provenance_of(tr, run.started_at, run.finished_at),
                              **{**common, "node": run.node or node}))
     ran = {run.profile for run in tr.runs}
     for profile in t.profiles:
@@ -534,7 +539,7 @@ def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, Profil
     return out
 
 
-def provenance_of(tr: "TrialResult", started_at: float | None) -> Provenance:
+def provenance_of(tr: "TrialResult", started_at: float | None, finished_at: float | None = None) -> Provenance:
     """A trial's versions, GPU, weights and engine start, as one run of it carries them."""
     reported = tr.engine_reported
     cold = reported.get("compile_cache_hit")
@@ -549,4 +554,11 @@ def provenance_of(tr: "TrialResult", started_at: float | None) -> Provenance:
         engine_start_s=float(start) if isinstance(start, (int, float)) else None,
         engine_start_cold=(not cold) if isinstance(cold, bool) else reported.get("compile_cache_cold"),
         started_at=when,
+        trial_wall_s=_seconds(tr.started_at, tr.finished_at),
+        warmup_s=round(sum(w.seconds for w in tr.warmup_runs), 2) if tr.warmup_runs else None,
+        run_wall_s=_seconds(started_at, finished_at),
     )
+
+
+def _seconds(start: float | None, end: float | None) -> float | None:
+    return round(end - start, 2) if start is not None and end is not None and end >= start else None

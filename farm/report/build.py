@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from farm.analysis.gpu_time import gpu_time
 from farm.analysis.records import Results
 from farm.analysis.reference import compare_with_reference
 from farm.analysis.results_file import read_results_file
@@ -36,7 +37,7 @@ def build_report(results: Results, settings: SelectionSettings, strategy: str = 
     warnings = check_warnings(results, selection, rate)
     models = ", ".join(dict.fromkeys(r.model for r in results.records))
     return Report(title=f"Throughput optimization of {models}", selection=selection, warnings=warnings,
-                  rate_analysis=rate, results=results,
+                  rate_analysis=rate, results=results, gpu_time=gpu_time(results),
                   slo={p: slo_text(spec) for p, spec in settings.slo.items()})
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from farm.analysis.gpu_time import GpuTime
 from farm.analysis.records import Results
 from farm.analysis.reference import ReferenceComparison
 from farm.analysis.select import (
@@ -84,3 +85,4 @@ class Report(_Strict):
     results: Results
     slo: dict[str, str] = Field(default_factory=dict, description="Profile -> its SLOs in words.")
     reference: ReferenceComparison | None = Field(default=None, description="farm's numbers beside the study's reference.")
+    gpu_time: GpuTime | None = Field(default=None, description="Where the trials' GPU time went, by phase (none: not recorded).")

@@ -17,6 +17,8 @@ from farm.analysis.select import (
 )
 from farm.errors import UserError
 from farm.report.checks import _fmt_pct, interval_text
+from farm.report.cost import gpu_time_section
+from farm.report.doc import Doc as _Doc
 from farm.report.models import RATE_TOLERANCE, Report
 
 # --------------------------------------------------------------------------------------
@@ -50,6 +52,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "steps": [s.model_dump() for s in sel.steps],
         "warnings": [w.model_dump(include={"code", "trial", "profile", "message"}) for w in report.warnings],
         "rate_analysis": report.rate_analysis.model_dump() if report.rate_analysis else None,
+        "gpu_time": report.gpu_time.model_dump() if report.gpu_time else None,
         # issue 7: the evidence behind the recommendation
         "alpha": sel.alpha,
         "sequential": sel.sequential,
@@ -72,52 +75,6 @@ def _num(x: float | None, fmt: str = ".2f") -> str:
 
 def _signed(x: float | None) -> str:
     return "n/a" if x is None else f"{x:+.2f} %"
-
-
-class _Doc:
-    """The few constructs the report uses, in text or markdown."""
-
-    def __init__(self, markdown: bool):
-        self.md = markdown
-        self.lines: list[str] = []
-
-    def title(self, text: str) -> None:
-        self.lines += [f"# {text}", ""] if self.md else [text, "=" * len(text), ""]
-
-    def h(self, text: str) -> None:
-        self.lines += [f"## {text}", ""] if self.md else [text, "-" * len(text), ""]
-
-    def h3(self, text: str) -> None:
-        self.lines += [f"### {text}" if self.md else f"{text}:", ""]
-
-    def p(self, text: str) -> None:
-        self.lines += [text, ""]
-
-    def code(self, text: str) -> None:
-        body = text.splitlines()
-        self.lines += (["```", *body, "```"] if self.md else ["    " + line for line in body]) + [""]
-
-    def items(self, items: list[str]) -> None:
-        self.lines += [f"- {i}" for i in items] + [""]
-
-    def table(self, head: list[str], rows: list[list[str]]) -> None:
-        if not rows:
-            return
-        if self.md:
-            esc = lambda c: c.replace("|", "\\|")  # noqa: E731 - flag values can hold pipes
-            self.lines += ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
-            self.lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
-        else:
-            widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
-            fmt = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-            self.lines += [fmt(head), fmt(["-" * w for w in widths]), *[fmt(r) for r in rows]]
-        self.lines.append("")
-
-    def tick(self, text: str) -> str:
-        return f"`{text}`" if self.md else text
-
-    def text(self) -> str:
-        return "\n".join(self.lines).rstrip() + "\n"
 
 
 def pretty_command(command: str) -> str:
@@ -602,7 +559,7 @@ def render(report: Report, fmt: str = "text") -> str:
     doc = _Doc(markdown=fmt == "markdown")
     doc.title(report.title)
     sections: list[Callable[[_Doc, Report], None]] = [_conclusion, _checks, _cross, _evidence, _rates, _conditions,
-                                                      _provenance, _reference, _engines, _limits, _steps, _trials,
+                                                      _provenance, gpu_time_section, _reference, _engines, _limits, _steps, _trials,
                                                       _nodes]
     for section in sections + ([_runs] if doc.md else []):
         section(doc, report)

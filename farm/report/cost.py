@@ -1,0 +1,35 @@
+"""The report's "GPU time" section: where the sweep's GPU time went, by phase and by trial."""
+
+from __future__ import annotations
+
+from farm.analysis.gpu_time import PHASES, PhaseSeconds
+from farm.report.doc import Doc
+from farm.report.models import Report
+
+PHASE_LABELS = {"starting": "starting engines", "warming_up": "warm-up runs", "measuring": "measured runs",
+                "failing": "failed runs and trials", "other": "farm's own (stop, probes, logging)"}
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.3f}"
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{part / whole:.0%}" if whole > 0 else "-"
+
+
+def gpu_time_section(doc: Doc, report: Report) -> None:
+    cost = report.gpu_time
+    if cost is None:
+        return
+    doc.h("GPU time")
+    with_gpus = cost.gpu_seconds.total > 0
+    total: PhaseSeconds = cost.gpu_seconds if with_gpus else cost.trial_seconds
+    unit = "GPU-hours" if with_gpus else "trial-hours (these trials held no GPU)"
+    doc.p(f"{_hours(total.total)} {unit} over {len(cost.trials)} trial(s), from each trial's start in its actor to "
+          f"its end; measuring was {_share(total.measuring, total.total)} of it.")
+    doc.table(["Phase", unit.split(" ")[0], "Share"],
+              [[PHASE_LABELS[p], _hours(getattr(total, p)), _share(getattr(total, p), total.total)] for p in PHASES])
+    doc.table(["Trial", "GPUs", "Wall (s)", *[PHASE_LABELS[p].split(" ")[0] + " (s)" for p in PHASES]],
+              [[t.label, str(t.gpus), f"{t.seconds.total:.0f}", *[f"{getattr(t.seconds, p):.0f}" for p in PHASES]]
+               for t in cost.trials])
