@@ -36,7 +36,8 @@ def cli() -> None:
 @click.option("--config", "config", type=opt.FILE, default=None,
               help="Study YAML (default: configs/qwen3.5-35b-a3b-h200.yaml).")
 @click.option("--grid", required=True, type=opt.NAME, help="Name of a grid in the study (smoke, seed, full, ...).")
-@click.option("--dry-run", is_flag=True, help="Print every trial and its exact command line; start nothing.")
+@click.option("--dry-run", is_flag=True, help="Print every trial and its exact command line; start nothing. With "
+              "--tracking-uri: estimate GPU-hours at the durations the study's latest sweep there measured.")
 @click.option("--address", type=opt.RAY_ADDRESS, default=None,
               help="http://HEAD:8265: submit the sweep as a Ray job (Jobs API); auto, HOST:PORT or ray://HOST:10001: "
                    "run the driver here against that cluster; default: a local Ray started for the sweep.")
@@ -70,7 +71,12 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     trials = expand(study, grid)
     selected = select_trials(trials, only, key="--trial") if only else None
     if dry_run:
-        print_dry_run(study, grid, [t for t in trials if selected is None or t.id in selected])
+        measured, note = None, None
+        if tracking_uri:  # the estimate at the durations an earlier sweep of the study measured
+            from farm.run.estimate import previous_durations  # mlflow: only when a store is named
+
+            measured, note = previous_durations(tracking_uri, study)
+        print_dry_run(study, grid, [t for t in trials if selected is None or t.id in selected], measured, note)
         return
     from farm.run.jobs import (check_tracking_for_cluster, enable_client_token, is_client_address, is_jobs_address,
                                submit_from_cli)

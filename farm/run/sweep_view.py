@@ -16,7 +16,7 @@ from farm.engines.base import redact_args
 from farm.analysis.outcome import LOG_EXPLAINS
 from farm.analysis.results import Status, TrialResult
 from farm.secrets import redact_flags
-from farm.study.grid import grid_costs
+from farm.study.grid import MeasuredDurations, grid_costs
 from farm.study.spec import Study
 from farm.study.trial import Trial
 
@@ -29,13 +29,17 @@ def _flags_text(trial: Trial) -> str:
     return " ".join(f"{k}={v}" for k, v in flags.items()) or "(engine defaults)"
 
 
-def print_dry_run(study: Study, grid: str, trials: list[Trial]) -> None:
-    """Every trial with its exact command line, one line each, ready to paste; nothing starts."""
+def print_dry_run(study: Study, grid: str, trials: list[Trial], measured: MeasuredDurations | None = None,
+                  durations_note: str | None = None) -> None:
+    """Every trial with its exact command line, one line each, ready to paste; nothing starts.
+    `measured`: an earlier sweep's durations for the GPU-hour estimate."""
 
     print(f"study {study.name} ({study.source}), grid {grid}: {len(trials)} trial(s), "
           f"profiles {', '.join(study.grid_profiles(grid))}, primary {study.grid_primary_profile(grid)}")
-    print("cost of each grid at the seed's measured durations:")
-    for cost in grid_costs(study, {grid: trials}).values():
+    if durations_note:
+        print(durations_note)
+    print("cost of each grid" + (":" if measured else " at the seed's measured durations:"))
+    for cost in grid_costs(study, {grid: trials}, measured).values():
         print(f"  {cost.line()}")
     for t in trials:
         engine = get_engine(t.engine)

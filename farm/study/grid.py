@@ -178,6 +178,17 @@ SEED_PROFILE_SECONDS: dict[str, float] = {
 RUN_OVERHEAD_S = 15.0
 
 
+class MeasuredDurations(BaseModel):
+    """An earlier sweep's durations (farm.analysis.durations measures them from its records)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(description="Where they were measured (a sweep id).")
+    start_s: dict[str, float] = Field(description="Engine -> median seconds from launch to ready.")
+    profile_s: dict[str, float] = Field(description="Profile -> median seconds one run of it held its trial.")
+    runs: int = Field(description="Runs the medians are taken over.")
+
+
 class GridCost(BaseModel):
     """What a grid costs at the seed's measured durations (an estimate, printed by `farm sweep --dry-run`)."""
 
@@ -194,16 +205,17 @@ class GridCost(BaseModel):
     profile_sources: dict[str, str] = Field(description="Where each profile's seconds come from.")
     start_overhead_s: dict[str, float] = Field(description="Seconds assumed from launch to ready, per engine.")
     run_overhead_s: float
+    durations_from: str = Field(default="the seed's measured durations", description="Where the durations come from.")
 
     def line(self) -> str:
         engines = ", ".join(f"{n} {e}" for e, n in self.trials_by_engine.items())
         return (f"{self.grid}: {self.trials} trials ({engines}), {self.runs} runs, up to {self.gpus_max} GPU(s) "
-                f"per trial, ~{self.gpu_hours:.1f} GPU-hours at the seed's measured durations")
+                f"per trial, ~{self.gpu_hours:.1f} GPU-hours at {self.durations_from}")
 
 
-def _profile_seconds(study: Study, name: str, durations: Mapping[str, float]) -> tuple[float, str]:
+def _profile_seconds(study: Study, name: str, durations: Mapping[str, float], source: str) -> tuple[float, str]:
     if name in durations:
-        return float(durations[name]), "seed-results.json (longest measured run)"
+        return float(durations[name]), source
     profile = study.profiles[name]
     if profile.max_seconds:
         return float(profile.max_seconds), "the profile's max_seconds (no measured duration)"
@@ -211,21 +223,24 @@ def _profile_seconds(study: Study, name: str, durations: Mapping[str, float]) ->
 
 
 def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = None,
-              run_overhead_s: float = RUN_OVERHEAD_S, trials: list[Trial] | None = None) -> GridCost:
+              run_overhead_s: float = RUN_OVERHEAD_S, trials: list[Trial] | None = None,
+              starts: Mapping[str, float] | None = None, durations_from: str | None = None) -> GridCost:
     """Size and estimated GPU-hours of `grid`: each trial starts its engine once
     (`Engine.start_overhead_s`), then runs every profile `study.repeats` times (for 'auto': the
     first pass; later passes are bounded by the study's run budget). `trials`: the grid already
     expanded (a 10,000-trial grid takes a second to expand)."""
     repeats = first_pass_repeats(study.repeats)
+    measured = durations is not None and durations_from is not None
+    source = durations_from if measured else "seed-results.json (longest measured run)"
     durations = SEED_PROFILE_SECONDS if durations is None else durations
     trials = expand(study, grid) if trials is None else trials
     profiles = study.grid_profiles(grid)
-    seconds = {p: _profile_seconds(study, p, durations) for p in profiles}
-    starts: dict[str, float] = {}
+    seconds = {p: _profile_seconds(study, p, durations, source) for p in profiles}
+    start_s: dict[str, float] = {}
     gpu_s = trial_s = 0.0
     by_engine: dict[str, int] = {}
     for trial in trials:
-        start = starts.setdefault(trial.engine, get_engine(trial.engine).start_overhead_s)
+        start = start_s.setdefault(trial.engine, (starts or {}).get(trial.engine, get_engine(trial.engine).start_overhead_s))
         one = start + repeats * sum(seconds[p][0] + run_overhead_s for p in trial.profiles)
         trial_s += one
         gpu_s += one * trial.gpus
@@ -240,12 +255,31 @@ def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = N
         trials_by_engine=by_engine,
         profile_seconds={p: s for p, (s, _) in seconds.items()},
         profile_sources={p: src for p, (_, src) in seconds.items()},
-        start_overhead_s=starts,
+        start_overhead_s=start_s,
         run_overhead_s=run_overhead_s,
+        **({"durations_from": durations_from} if measured else {}),
     )
 
 
-def grid_costs(study: Study, expanded: Mapping[str, list[Trial]] | None = None) -> dict[str, GridCost]:
-    """`grid_cost` of every grid of the study; `expanded`: grids whose trials are already known."""
+def grid_costs(study: Study, expanded: Mapping[str, list[Trial]] | None = None,
+               measured: MeasuredDurations | None = None) -> dict[str, GridCost]:
+    """`grid_cost` of every grid of the study; `expanded`: grids whose trials are already known;
+    `measured`: an earlier sweep's durations (a profile or engine it did not measure keeps the
+    default). A measured run's wall time holds its client overhead already."""
     expanded = expanded or {}
-    return {name: grid_cost(study, name, trials=expanded.get(name)) for name in study.grids}
+    if measured is None:
+        return {name: grid_cost(study, name, trials=expanded.get(name)) for name in study.grids}
+    durations = {**{p: s + RUN_OVERHEAD_S for p, s in SEED_PROFILE_SECONDS.items()}, **measured.profile_s}
+    out = {}
+    for name in study.grids:
+        trials = expanded.get(name) or expand(study, name)
+        profiles, engines = set(study.grid_profiles(name)), {t.engine for t in trials}
+        hit = (profiles & set(measured.profile_s)) | (engines & set(measured.start_s))
+        if not hit:
+            out[name] = grid_cost(study, name, trials=trials)
+            continue
+        partial = not (profiles <= set(measured.profile_s) and engines <= set(measured.start_s))
+        out[name] = grid_cost(study, name, durations, run_overhead_s=0.0, trials=trials, starts=measured.start_s,
+                              durations_from=f"durations measured in sweep {measured.source} ({measured.runs} runs"
+                                             + ("; the rest the seed's)" if partial else ")"))
+    return out

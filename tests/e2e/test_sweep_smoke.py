@@ -129,3 +129,19 @@ def test_a_trial_needing_more_gpus_than_any_node_is_refused(tmp_path):
     assert len(lines) == 1 and "needs 2 GPU(s) on one node" in lines[0] and "has 0" in lines[0], lines
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "runs").exists()
+
+
+def test_dry_run_estimates_at_the_durations_the_last_sweep_measured(smoke, tmp_path):
+    proc, uri, tmp = smoke
+    assert proc.returncode == 0
+    out = run_farm("sweep", "--grid", "smoke", "--dry-run", "--tracking-uri", uri, cwd=tmp)
+    assert out.returncode == 0, out.stderr
+    sweep_id = next(w for w in proc.stdout.split() if len(w) == 32 and w.isalnum())
+    assert f"durations from sweep {sweep_id} (8 runs): engine start mock" in out.stdout
+    assert "smoke: 4 trials (4 mock), 8 runs" in out.stdout and f"at durations measured in sweep {sweep_id}" in out.stdout
+    # a grid whose profiles and engines that sweep never ran keeps the seed's durations
+    assert "full: 262 trials" in out.stdout and "GPU-hours at the seed's measured durations" in out.stdout
+    # a store that is not there is a mistake, and is not created
+    missing = tmp_path / "none.db"
+    bad = run_farm("sweep", "--grid", "smoke", "--dry-run", "--tracking-uri", f"sqlite:///{missing}", cwd=tmp_path)
+    assert bad.returncode == 2 and "no MLflow store at" in bad.stderr and not missing.exists()
