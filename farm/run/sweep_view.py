@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import time
 from pathlib import Path
 
-import sys
-
-from rich.console import Console
 from rich.table import Table
 
 from farm.engines import get_engine
 from farm.engines.base import redact_args
 from farm.analysis.outcome import LOG_EXPLAINS
+from farm.run import terminal
+from farm.run.terminal import console
 from farm.analysis.results import Status, TrialResult
 from farm.secrets import redact_flags
-from farm.study.grid import grid_costs
+from farm.study.grid import grid_cost, grid_costs
 from farm.study.spec import Study
 from farm.study.trial import Trial
 
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
 def _flags_text(trial: Trial) -> str:
@@ -29,22 +28,39 @@ def _flags_text(trial: Trial) -> str:
     return " ".join(f"{k}={v}" for k, v in flags.items()) or "(engine defaults)"
 
 
-def print_dry_run(study: Study, grid: str, trials: list[Trial]) -> None:
-    """Every trial with its exact command line, one line each, ready to paste; nothing starts."""
-
+def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "normal") -> None:
+    """Every trial with its exact command line, one line each, ready to paste; nothing starts.
+    `quiet`: the command lines alone; `json`: the trials and the grid's estimated cost as JSON."""
+    commands = {}
+    for t in trials:
+        engine = get_engine(t.engine)
+        spec = study.engines[t.engine]
+        commands[t.id] = shlex.join(redact_args(engine.command(spec, t, port=8000), engine.secret_flags(spec)))
+    if mode == "quiet":
+        for t in trials:
+            print(commands[t.id])
+        return
+    if mode == "json":
+        cost = grid_cost(study, grid, trials=trials)
+        print(json.dumps({
+            "study": study.name, "grid": grid, "profiles": study.grid_profiles(grid),
+            "primary_profile": study.grid_primary_profile(grid),
+            "estimate": {"gpu_hours": cost.gpu_hours, "trial_hours": cost.trial_hours, "runs": cost.runs},
+            "trials": [{"id": t.id, "name": t.name, "engine": t.engine, "model": t.model, "gpus": t.gpus,
+                        "flags": redact_flags(t.flags, get_engine(t.engine).secret_flag_names),
+                        "knobs": t.knobs or {}, "profiles": t.profiles, "command": commands[t.id]} for t in trials],
+        }, indent=2))
+        return
     print(f"study {study.name} ({study.source}), grid {grid}: {len(trials)} trial(s), "
           f"profiles {', '.join(study.grid_profiles(grid))}, primary {study.grid_primary_profile(grid)}")
     print("cost of each grid at the seed's measured durations:")
     for cost in grid_costs(study, {grid: trials}).values():
         print(f"  {cost.line()}")
     for t in trials:
-        engine = get_engine(t.engine)
-        spec = study.engines[t.engine]
-        argv = redact_args(engine.command(spec, t, port=8000), engine.secret_flags(spec))
         print()
         print(f"{t.id}  {t.name or ''}".rstrip())
         print(f"  engine={t.engine} model={t.model} gpus={t.gpus} flags: {_flags_text(t)}")
-        print(f"  {shlex.join(argv)}")
+        print(f"  {commands[t.id]}")
 
 
 def _primary_tps(result: TrialResult, profile: str) -> float | None:
@@ -174,19 +190,20 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
     except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read
         console.print("interrupted" + ("; resume with:" if state.get("sweep") else " before the sweep started"))
         if state.get("sweep"):
-            print(f"  {resume_command(command, state['sweep'])}", flush=True)
+            terminal.answer(f"  {resume_command(command, state['sweep'])}")
         raise SystemExit(130) from None
     if outcome.skipped:
         console.print(f"resumed: {len(outcome.skipped)} trial(s) already finished were not run again")
     print_summary(study, grid, outcome.results)
     if outcome.interrupted:
         console.print("interrupted: engines stopped, sweep marked killed. Resume with:")
-        print(f"  {resume_command(command, outcome.sweep_id)}", flush=True)  # one line, never wrapped: it is pasted
+        # one line, never wrapped: it is pasted
+        terminal.answer(f"  {resume_command(command, outcome.sweep_id)}")
+        terminal.emit_json({"sweep_id": outcome.sweep_id, "status": "killed",
+                            "resume": resume_command(command, outcome.sweep_id)})
         raise SystemExit(130)
     from farm.run.sweep_report import finish  # mlflow, as above
 
     pending = [t for t in trials if t.id not in {r.trial.id for r in outcome.results}]
-    finish(study, grid, outcome, uri, pending=pending)
-    if pending:
-        console.print(f"{len(pending)} trial(s) of the grid not run yet; run them with:")
-        print(f"  {resume_command(_without_trial_options(command), outcome.sweep_id)}", flush=True)
+    finish(study, grid, outcome, uri, pending=pending,
+           resume_line=resume_command(_without_trial_options(command), outcome.sweep_id) if pending else None)
