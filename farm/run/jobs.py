@@ -99,6 +99,29 @@ def enable_client_token() -> bool:
     return True
 
 
+def token_hint() -> str | None:
+    """How to open Ray's dashboard when token authentication is on (Ray 2.59+ turns it on for the
+    cluster `ray.init` starts): where this machine's token is and the command that prints it. The
+    token itself is never shown. None when the cluster takes no token."""
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        return None
+    # Ray's order: RAY_AUTH_TOKEN, then the file RAY_AUTH_TOKEN_PATH names, then ~/.ray/auth_token.
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        where = "$RAY_AUTH_TOKEN of this shell"
+    elif os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        where = os.environ["RAY_AUTH_TOKEN_PATH"]
+    else:
+        where = "~/.ray/auth_token"
+    return f"it asks for the cluster's token: `ray get-auth-token` prints it (from {where})"
+
+
+def dashboard_link(url: str | None) -> str | None:
+    """`ray.init`'s dashboard address as a link (Ray gives it without a scheme)."""
+    if not url:
+        return None
+    return url if "://" in url else f"http://{url}"
+
+
 def _auth_error(address: str, exc: Exception, token_sent: bool) -> UserError:
     text = str(exc)
     if "Authentication required" in text or not token_sent:
