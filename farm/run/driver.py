@@ -19,6 +19,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from actors.bench import BenchActor, TrackingUnavailable, TrialJob
 from farm.run import metrics, passes
 from farm.run.ray_names import actor_name, sweep_namespace
+from farm.run.links import mlflow_run_link
 from farm.analysis import plan
 from farm.store import tracking
 from farm.engines import get_engine
@@ -239,7 +240,8 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                                                     command=command, repeats=repeats)
             done = set()
         on_sweep(sweep_id)
-        tag_sweep_with_submission(tracking_uri, sweep_id)  # inside a Ray job: which job runs this sweep
+        # inside a Ray job: which job runs this sweep, and the sweep's MLflow link in the job's metadata
+        tag_sweep_with_submission(tracking_uri, sweep_id, mlflow_run_link(tracking_uri, exp_id, sweep_id))
         outcome = SweepOutcome(sweep_id=sweep_id, experiment_id=exp_id)
         # `only`: this call runs part of the sweep; the grid's other trials stay pending.
         todo = [t for t in trials if t.id not in done and (only is None or t.id in only)]

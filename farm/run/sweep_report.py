@@ -13,6 +13,7 @@ from pathlib import Path
 from rich.rule import Rule
 
 from farm.run import terminal
+from farm.run.links import mlflow_run_link
 from farm.run.terminal import console
 from farm.store import schema, tracking
 from farm.errors import UserError
@@ -51,12 +52,6 @@ def gpu_hours(results: list[TrialResult]) -> float:
     """GPU-hours the sweep's trials held: GPUs x (end - start) of each final attempt."""
     return sum(r.trial.gpus * max(0.0, r.finished_at - r.started_at) for r in results
                if r.started_at and r.finished_at) / 3600
-
-
-def mlflow_run_link(uri: str, experiment_id: str, run_id: str) -> str:
-    """Where the sweep's run opens in the MLflow UI (a local store: under `mlflow ui`'s default address)."""
-    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
-    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
 def summary_metrics(report: Report, hours: float | None) -> dict[str, float]:

@@ -16,6 +16,7 @@ from farm.engines import get_engine
 from farm.engines.base import redact_args
 from farm.analysis.outcome import LOG_EXPLAINS
 from farm.run import terminal
+from farm.run.links import mlflow_run_link
 from farm.run.terminal import console
 from farm.analysis.results import Status, TrialResult
 from farm.secrets import redact_flags
@@ -214,8 +215,6 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
     progress = Progress(study, grid, [t for t in trials if only is None or t.id in only], state["total"])
 
     def on_sweep(sweep_id: str) -> None:
-        from farm.run.sweep_report import mlflow_run_link
-
         state["sweep"] = sweep_id
         console.print(f"sweep [bold]{sweep_id}[/] - {state['total']} trial(s) of grid {grid}, {repeats} repeat(s); "
                       f"tracking {uri}")

@@ -52,6 +52,8 @@ LOG_TAIL_TAG_LINES = 25
 
 # Ray Jobs metadata of a submitted sweep and of its head check (not MLflow, but the same words).
 JOB_KIND_HEAD_CHECK = "head-check"
+TRACKING_URI_JOB_KEY = "farm.tracking_uri"  # set at submission
+MLFLOW_RUN_JOB_KEY = "farm.mlflow_run"  # the sweep's run in the MLflow UI, added by the job once it has a sweep
 
 # Sweep statuses and the MLflow run status each ends with.
 SWEEP_RUNNING = "running"
