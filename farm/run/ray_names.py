@@ -13,7 +13,7 @@ from farm.engines import get_engine
 from farm.secrets import redact_flags
 from farm.study.trial import Trial
 
-LABEL_MAX_CHARS = 60
+LABEL_MAX_CHARS = 160  # the short id tells trials apart; the label says how, up to what a column shows on hover
 
 NAMESPACE_PREFIX = "farm-"
 
@@ -29,7 +29,7 @@ def _pairs(values: dict) -> str:
 def actor_name(sweep_id: str, trial: Trial, attempt: int, secret_flags: Iterable[str] | None = None) -> str:
     """Readable in the Ray dashboard: engine, short id, what differs (the trial's name, its
     engine-neutral knobs, else its flags, secret values masked), sweep, attempt:
-    `vllm:3f2a9c1d:max_num_seqs=256,kv_cache_dtype=fp8:1a2b3c4d:a1`."""
+    `vllm:621b7455:quantization=none,prefix_caching=False,kv_cache_dtype=fp8:1a2b3c4d:a1`."""
     secret = get_engine(trial.engine).secret_flag_names if secret_flags is None else secret_flags
     differs = _pairs(trial.knobs) if trial.knobs else _pairs(redact_flags(trial.flags, secret))
     label = f"{trial.name}({differs})" if trial.name and differs else trial.name or differs or "default"
