@@ -56,8 +56,13 @@ def cli() -> None:
 @click.option("--trial", "only", multiple=True, metavar="NAME|ID",
               help="Run only this trial of the grid now (repeatable); the sweep keeps the grid's other trials "
                    "pending, for a later `--resume` (a sweep in pieces, e.g. one per GPU lease).")
+@click.option("--quiet", is_flag=True, help="Print only the recommended command and the sweep id (errors on stderr); "
+              "with --dry-run, only the command lines.")
+@click.option("--json", "as_json", is_flag=True, help="Print only a JSON summary on stdout (sweep id, status, the "
+              "recommended trial and command, numbers per profile, failures, counts); progress goes to stderr. "
+              "With --dry-run, the trials as JSON.")
 def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, run_budget, workdir,
-          no_wait, only) -> None:
+          no_wait, only, quiet, as_json) -> None:
     """Expand a grid into trials and benchmark each on its own engine server."""
     # Imported when the command runs, so that `farm --help` and the other commands skip mlflow, ray, scipy.
     from farm.study.grid import expand, select_trials
@@ -65,7 +70,9 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     from farm.run.sweep_view import print_dry_run
 
     study = load_study(config)
-    _check_options_apply(study, address=address, repeats=repeats, run_budget=run_budget, no_wait=no_wait)
+    _check_options_apply(study, address=address, repeats=repeats, run_budget=run_budget, no_wait=no_wait,
+                         quiet=quiet, as_json=as_json)
+    mode = "json" if as_json else "quiet" if quiet else "normal"
     # The effective repeats and budget travel with the study (its MLflow snapshot, the report's alpha).
     study = study.model_copy(update={k: v for k, v in (("repeats", repeats), ("max_runs", run_budget)) if v is not None})
     trials = expand(study, grid)
@@ -76,7 +83,8 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
             from farm.run.estimate import previous_durations  # mlflow: only when a store is named
 
             measured, note = previous_durations(tracking_uri, study)
-        print_dry_run(study, grid, [t for t in trials if selected is None or t.id in selected], measured, note)
+        print_dry_run(study, grid, [t for t in trials if selected is None or t.id in selected], mode=mode,
+                      measured=measured, durations_note=note)
         return
     from farm.run.jobs import (check_tracking_for_cluster, enable_client_token, is_client_address, is_jobs_address,
                                submit_from_cli)
@@ -103,8 +111,11 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     else:
         node_workdir = Path(workdir).resolve()
     from farm.run.preflight import check_sweep  # mlflow: not for --dry-run
+    from farm.run import terminal
     from farm.run.sweep_view import run_and_report
     from farm.store.tracking import default_tracking_uri
+
+    terminal.set_mode(mode)
 
     # Datasets, tracking store, Ray address, the sweep to resume: checked before anything starts.
     tracking_uri = tracking_uri or default_tracking_uri()
@@ -115,9 +126,17 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
                    only=selected)
 
 
-def _check_options_apply(study, *, address, repeats, run_budget, no_wait) -> None:
+def _check_options_apply(study, *, address, repeats, run_budget, no_wait, quiet=False, as_json=False) -> None:
     """An option that would change nothing in this sweep is a mistake, not a no-op."""
     from farm.run.jobs import is_jobs_address  # as in `sweep`
+
+    if quiet and as_json:
+        raise UserError("does not combine with --quiet (--json prints only the JSON summary already)", key="--json")
+    for flag, given in (("--json", as_json), ("--quiet", quiet)):
+        if given and is_jobs_address(address):
+            raise UserError("shapes what this machine prints at the end of a sweep; with --address http://... the "
+                            "sweep's output is the Ray job's log: read the result with `farm report SWEEP_ID "
+                            "--format json` (or `farm status`) once the job ends", key=flag)
 
     if no_wait and not is_jobs_address(address):
         raise UserError("only with --address http://HEAD:8265 (a sweep run from here always waits for its end)",

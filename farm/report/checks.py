@@ -28,9 +28,10 @@ def _where(rec: RunRecord) -> str:
     return f"run {rec.id}: " if rec.id != rec.label else ""
 
 
-def _warn(code: str, rec: RunRecord | None, message: str, profile: str | None = None) -> ReportWarning:
+def _warn(code: str, rec: RunRecord | None, message: str, profile: str | None = None,
+          size: float | None = None) -> ReportWarning:
     return ReportWarning(code=code, trial=rec.label if rec else None, profile=rec.profile if rec else profile,
-                         message=(_where(rec) if rec else "") + message)
+                         message=(_where(rec) if rec else "") + message, size=size)
 
 
 def _apart(value: float, reference: float) -> str:
@@ -43,10 +44,12 @@ def check_rate(rec: RunRecord) -> list[ReportWarning]:
     recorded, totals, mean = rec.metrics.get("total_tps"), rec.tps_from_totals, rec.metrics.get("guidellm_total_tps_mean")
     if totals and abs(recorded - totals) / totals > RATE_TOLERANCE:
         out.append(_warn("rate_mismatch", rec, f"recorded total throughput {recorded:.2f} tok/s is "
-                         f"{_apart(recorded, totals)} (input + output tokens) / duration = {totals:.2f} tok/s"))
+                         f"{_apart(recorded, totals)} (input + output tokens) / duration = {totals:.2f} tok/s",
+                         size=abs(recorded - totals) / totals * 100))
     if mean and recorded and abs(mean - recorded) / recorded > RATE_TOLERANCE:
         out.append(_warn("rate_mismatch", rec, f"guidellm's mean token rate {mean:.2f} tok/s is "
-                         f"{_apart(mean, recorded)} the total throughput from totals, {recorded:.2f} tok/s"))
+                         f"{_apart(mean, recorded)} the total throughput from totals, {recorded:.2f} tok/s",
+                         size=abs(mean - recorded) / recorded * 100))
     return out
 
 
@@ -61,7 +64,8 @@ def check_tpot(rec: RunRecord, output_tokens: int | None) -> list[ReportWarning]
     p95 = f"; P95 TPOT {m['tpot_p95_ms']:.2f} ms" if "tpot_p95_ms" in m else ""
     return [_warn("tpot_inconsistent", rec, f"mean TPOT {m['tpot_mean_ms']:.2f} ms, but (mean latency - mean TTFT) / "
                   f"(output tokens - 1) = ({m['latency_mean_s'] * 1000:.0f} - {m['ttft_mean_ms']:.0f}) / {n - 1:.0f} = "
-                  f"{implied:.2f} ms ({abs(m['tpot_mean_ms'] - implied) / implied * 100:.0f} % apart){p95}")]
+                  f"{implied:.2f} ms ({abs(m['tpot_mean_ms'] - implied) / implied * 100:.0f} % apart){p95}",
+                  size=abs(m["tpot_mean_ms"] - implied) / implied * 100)]
 
 
 def check_peak(rec: RunRecord) -> list[ReportWarning]:
@@ -69,7 +73,8 @@ def check_peak(rec: RunRecord) -> list[ReportWarning]:
     if peak is None or not mean or peak <= PEAK_FACTOR * mean:
         return []
     return [_warn("peak_implausible", rec, f"peak output throughput {peak:,.2f} tok/s is {peak / mean:,.0f} x the mean "
-                  f"output throughput {mean:.2f} tok/s: an artifact of the client's windowing, not a rate")]
+                  f"output throughput {mean:.2f} tok/s: an artifact of the client's windowing, not a rate",
+                  size=peak / mean)]
 
 
 def check_itl(rec: RunRecord) -> list[ReportWarning]:

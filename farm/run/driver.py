@@ -19,6 +19,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from actors.bench import BenchActor, TrackingUnavailable, TrialJob
 from farm.run import metrics, passes
 from farm.run.ray_names import actor_name, sweep_namespace
+from farm.run.links import mlflow_run_link
 from farm.analysis import plan
 from farm.store import tracking
 from farm.engines import get_engine
@@ -130,7 +131,8 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
         while pending or running:
             while pending and len(running) < max_in_flight:
                 job = pending.pop(0)
-                options: dict = dict(name=actor_name(job.sweep_id, job.trial, job.attempt),
+                secret = get_engine(job.trial.engine).secret_flags(job.engine_spec)
+                options: dict = dict(name=actor_name(job.sweep_id, job.trial, job.attempt, secret),
                                      namespace=sweep_namespace(job.sweep_id),
                                      num_gpus=job.trial.gpus, num_cpus=ACTOR_CPUS, max_concurrency=3)
                 if job.trial.gpus and job.engine_spec.accelerator_type:
@@ -207,6 +209,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
               on_event: Callable[[str, TrialJob, TrialResult | None], None] = lambda *a: None,
               on_sweep: Callable[[str], None] = lambda s: None,
               on_pass: Callable[[plan.PassPlan], None] = lambda p: None,
+              on_ray: Callable[[str | None], None] = lambda url: None,
               only: set[str] | None = None) -> SweepOutcome:
     """Run a sweep: every trial (`repeats` runs per profile, or 'auto'), the baseline once more on
     every node when there are several (node controls), then the later passes of `--repeats auto`."""
@@ -217,12 +220,13 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
     if not ray.is_initialized():
         if is_client_address(address):
             with tempfile.TemporaryDirectory(prefix="farm-client-") as tmp:  # uploaded by ray.init
-                ray.init(address=address, log_to_driver=False, runtime_env=client_runtime_env(Path(tmp)))
+                ctx = ray.init(address=address, log_to_driver=False, runtime_env=client_runtime_env(Path(tmp)))
         elif address:
-            ray.init(address=address, log_to_driver=False)
+            ctx = ray.init(address=address, log_to_driver=False)
         else:
-            ray.init(address="local", log_to_driver=False)  # never join a cluster `ray start` left running here
+            ctx = ray.init(address="local", log_to_driver=False)  # never join a cluster `ray start` left running here
             started_ray = True
+        on_ray(getattr(ctx, "dashboard_url", None))  # a Ray Client context may have none
     try:
         check_capacity(trials, study.engines)
         if point is not None:
@@ -236,7 +240,8 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                                                     command=command, repeats=repeats)
             done = set()
         on_sweep(sweep_id)
-        tag_sweep_with_submission(tracking_uri, sweep_id)  # inside a Ray job: which job runs this sweep
+        # inside a Ray job: which job runs this sweep, and the sweep's MLflow link in the job's metadata
+        tag_sweep_with_submission(tracking_uri, sweep_id, mlflow_run_link(tracking_uri, exp_id, sweep_id))
         outcome = SweepOutcome(sweep_id=sweep_id, experiment_id=exp_id)
         # `only`: this call runs part of the sweep; the grid's other trials stay pending.
         todo = [t for t in trials if t.id not in done and (only is None or t.id in only)]

@@ -99,6 +99,29 @@ def enable_client_token() -> bool:
     return True
 
 
+def token_hint() -> str | None:
+    """How to open Ray's dashboard when token authentication is on (Ray 2.59+ turns it on for the
+    cluster `ray.init` starts): where this machine's token is and the command that prints it. The
+    token itself is never shown. None when the cluster takes no token."""
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        return None
+    # Ray's order: RAY_AUTH_TOKEN, then the file RAY_AUTH_TOKEN_PATH names, then ~/.ray/auth_token.
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        where = "$RAY_AUTH_TOKEN of this shell"
+    elif os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        where = os.environ["RAY_AUTH_TOKEN_PATH"]
+    else:
+        where = "~/.ray/auth_token"
+    return f"it asks for the cluster's token: `ray get-auth-token` prints it (from {where})"
+
+
+def dashboard_link(url: str | None) -> str | None:
+    """`ray.init`'s dashboard address as a link (Ray gives it without a scheme)."""
+    if not url:
+        return None
+    return url if "://" in url else f"http://{url}"
+
+
 def _auth_error(address: str, exc: Exception, token_sent: bool) -> UserError:
     text = str(exc)
     if "Authentication required" in text or not token_sent:
@@ -195,7 +218,8 @@ def submit_sweep(address: str, study_data: dict | None, args: SweepArgs, *, stud
         runtime_env = {"working_dir": str(root), "env_vars": {SUBMISSION_ENV: submission_id}}
         check_head(client, address, runtime_env, f"{submission_id}-check")
         job_id = client.submit_job(entrypoint=args.entrypoint(), submission_id=submission_id, runtime_env=runtime_env,
-                                   metadata={schema.GRID_TAG: args.grid, schema.STUDY_TAG: study_name})
+                                   metadata={schema.GRID_TAG: args.grid, schema.STUDY_TAG: study_name,
+                                             schema.TRACKING_URI_JOB_KEY: args.tracking_uri})
     print(f"submitted job {job_id}: farm sweep --grid {args.grid} on {dashboard_url(address)}", file=out)
     print(f"dashboard: {job_link(address, job_id)}", file=out)
     if not wait:
@@ -311,13 +335,45 @@ def _sweep_of_job(uri: str, job_id: str) -> str | None:
         return None
 
 
-def tag_sweep_with_submission(uri: str, sweep_id: str) -> None:
-    """Inside a submitted job: mark the sweep's parent run with the job's submission id."""
+def tag_sweep_with_submission(uri: str, sweep_id: str, link: str | None = None) -> None:
+    """Inside a submitted job: mark the sweep's parent run with the job's submission id, and the
+    job's metadata with the sweep (its id and MLflow link), so the dashboard's job page names it."""
     submission_id = os.environ.get(SUBMISSION_ENV)
     if submission_id:
         from farm.store import tracking  # mlflow: only inside a submitted job
 
         tracking.tag_submission(uri, sweep_id, submission_id)
+        add_job_metadata(submission_id, {schema.SWEEP_TAG: sweep_id, **({schema.MLFLOW_RUN_JOB_KEY: link} if link else {})})
+
+
+# Where Ray keeps a submitted job's record (ray/dashboard/modules/job/common.py, JobInfoStorageClient):
+# its internal KV, namespace "job", key `_ray_internal_job_info_<submission id>`, JSON of JobInfo.
+JOB_INFO_NAMESPACE = "job"
+JOB_INFO_KEY = "_ray_internal_job_info_{submission_id}"
+
+
+def add_job_metadata(submission_id: str, values: dict[str, str]) -> bool:
+    """Add `values` to a running job's metadata (what `ray job list` and the dashboard's job page
+    show). Ray's Jobs API sets metadata only at submission, before the sweep has an id, so this
+    updates the job's record in place, as Ray's job supervisor does for its status (which reads
+    the record before each write, so these keys stay). Returns whether it did; a Ray whose record
+    looks otherwise is left alone: the link is also in the job's log."""
+    import ray
+    from ray.experimental import internal_kv
+
+    key = JOB_INFO_KEY.format(submission_id=submission_id).encode()
+    try:
+        if not ray.is_initialized():
+            return False
+        raw = internal_kv._internal_kv_get(key, namespace=JOB_INFO_NAMESPACE)
+        info = json.loads(raw) if raw else None
+        if not isinstance(info, dict) or not isinstance(info.get("metadata", {}), dict):
+            return False
+        info["metadata"] = {**(info.get("metadata") or {}), **values}
+        internal_kv._internal_kv_put(key, json.dumps(info).encode(), overwrite=True, namespace=JOB_INFO_NAMESPACE)
+        return True
+    except Exception:  # a private layout that changed: the job runs on without the metadata
+        return False
 
 
 def _shipped(path: Path) -> bool:

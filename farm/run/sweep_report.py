@@ -10,16 +10,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rich.console import Console
+from rich.rule import Rule
 
+from farm.run import terminal
+from farm.run.links import mlflow_run_link
+from farm.run.terminal import console
 from farm.store import schema, tracking
 from farm.errors import UserError
 from farm.analysis.records import Results, records_from_trials, write_results_file
-from farm.report import Report, render, report_for, verdict_line, write_plots
+from farm.report import (Report, profile_numbers, render, report_for, summary_markdown, trial_verdicts, verdict_line,
+                         warning_groups, write_plots)
 from farm.analysis.results import TrialResult
 from farm.study.spec import Study
-
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
 def build(study: Study, grid: str | None, results: list[TrialResult], sweep_id: str, outdir: Path,
@@ -46,28 +48,148 @@ def build_from_records(study: Study, grid: str | None, records: Results, outdir:
     return report, None, files
 
 
-def finish(study: Study, grid: str, outcome, uri: str, pending: list | None = None) -> None:
+def gpu_hours(results: list[TrialResult]) -> float:
+    """GPU-hours the sweep's trials held: GPUs x (end - start) of each final attempt."""
+    return sum(r.trial.gpus * max(0.0, r.finished_at - r.started_at) for r in results
+               if r.started_at and r.finished_at) / 3600
+
+
+def summary_metrics(report: Report, hours: float | None) -> dict[str, float]:
+    """The parent run's metrics: recommendation and baseline per profile, and their difference."""
+    out: dict[str, float] = {}
+    for profile, sides in profile_numbers(report).items():
+        rec, base = sides.get("recommended", {}), sides.get("baseline", {})
+        for metric in schema.SUMMARY_METRICS:
+            if metric in rec:
+                out[schema.recommended_metric(profile, metric)] = rec[metric]
+            if metric in base:
+                out[schema.baseline_metric(profile, metric)] = base[metric]
+            if rec.get(metric) is not None and base.get(metric):
+                out[schema.delta_metric(profile, metric)] = (rec[metric] / base[metric] - 1) * 100
+    if hours is not None:
+        out[schema.GPU_HOURS_METRIC] = hours
+    return out
+
+
+def annotate(uri: str, sweep_id: str, report: Report | None, why: str | None, results: list[TrialResult],
+             heading: str) -> None:
+    """Write the answer onto the sweep's MLflow run (description, metrics, tags) and its trials' runs."""
+    hours = gpu_hours(results)
+    path = f"{schema.REPORT_DIR}/{schema.REPORT_MARKDOWN}"
+    if report is None:
+        failed = [r for r in results if r.status.value != "ok"]
+        lines = [f"## {heading}", "", f"**No recommendation**: {why}", ""]
+        lines += [f"- `{r.trial.label}`: {r.status.value}: {(r.reason or '')[:200]}" for r in failed]
+        lines += ["", f"**GPU-hours**: {hours:.2f}", ""]
+        tracking.annotate_sweep(uri, sweep_id, note="\n".join(lines), metrics={schema.GPU_HOURS_METRIC: hours})
+        return
+    rec = report.selection.recommended
+    verdicts = trial_verdicts(report)
+    trial_tags = {t: {schema.RECOMMENDED_TAG: "true" if t == rec.trial else "false", schema.VERDICT_TAG: v}
+                  for t, v in verdicts.items()}
+    for r in results:  # a trial with no row on the primary profile (it failed) still gets its tags
+        trial_tags.setdefault(r.trial.id, {schema.RECOMMENDED_TAG: "false",
+                                           schema.VERDICT_TAG: f"failed: {r.status.value}"})
+    tracking.annotate_sweep(
+        uri, sweep_id, note=summary_markdown(report, heading=heading, gpu_hours=hours, report_path=path),
+        metrics=summary_metrics(report, hours),
+        tags={schema.RECOMMENDED_TRIAL_TAG: rec.trial, schema.RECOMMENDED_COMMAND_TAG: rec.command},
+        trial_tags=trial_tags)
+
+
+def summary_json(study: Study, grid: str, outcome, uri: str, report: Report | None, why: str | None,
+                 status: str, pending: list) -> dict:
+    """What `farm sweep --json` prints: the answer and the counts, nothing to parse back out of text."""
+    results = outcome.results
+    failed = [r for r in results if r.status.value != "ok"]
+    out = {
+        "sweep_id": outcome.sweep_id,
+        "status": status,
+        "study": study.name,
+        "grid": grid,
+        "tracking_uri": uri,
+        "mlflow_run": mlflow_run_link(uri, outcome.experiment_id, outcome.sweep_id),
+        "recommended": None,
+        "why_no_recommendation": why,
+        "verdict": None,
+        "profiles": {},
+        "failures": [{"trial": r.trial.id, "label": r.trial.label, "status": r.status.value, "reason": r.reason,
+                      "attempt": r.attempt} for r in failed],
+        "counts": {"trials": len(results) + len(pending), "ok": len(results) - len(failed), "failed": len(failed),
+                   "skipped": len(outcome.skipped), "pending": len(pending)},
+        "warnings": {},
+        "gpu_hours": round(gpu_hours(results), 4),
+    }
+    if report is not None:
+        sel = report.selection
+        rec = sel.recommended
+        out["recommended"] = {"trial": rec.trial, "name": rec.name, "engine": rec.engine, "command": rec.command,
+                              "profile": sel.primary_profile, "total_tps": rec.total_tps}
+        out["verdict"] = verdict_line(report)
+        verdicts = {v.profile: v for v in sel.verdicts}
+        deltas = {r.profile: r for r in sel.comparison}
+        for profile, sides in profile_numbers(report).items():
+            row = dict(sides)
+            if profile in deltas:
+                d = deltas[profile]
+                row["delta_pct"] = d.delta_pct
+                if d.delta is not None:
+                    row["delta_ci_pct"] = [d.delta.ci_low_pct, d.delta.ci_high_pct]
+                    row["significant"] = d.delta.significant
+            if profile in verdicts:
+                row["verdict"] = verdicts[profile].decision
+            out["profiles"][profile] = row
+        for w in report.warnings:
+            out["warnings"][w.code] = out["warnings"].get(w.code, 0) + 1
+    return out
+
+
+def finish(study: Study, grid: str, outcome, uri: str, pending: list | None = None,
+           resume_line: str | None = None) -> None:
+    """Store the report and the answer in MLflow, then print: checks grouped, where the results
+    are, and the recommendation last (`--quiet`: the command and the sweep id; `--json`: the summary)."""
+    pending = pending or []
+    status = "partial" if pending else "finished"
     with tempfile.TemporaryDirectory() as tmp:
         report, why, files = build(study, grid, outcome.results, outcome.sweep_id, Path(tmp))
+        # The answer onto the run before it is marked finished: a finished sweep always shows it.
+        annotate(uri, outcome.sweep_id, report, why, outcome.results, heading=f"{study.name}: grid {grid}")
         # A sweep run in pieces (`--trial`) is not finished while trials of its grid are pending.
-        tracking.finish_sweep(uri, outcome.sweep_id, "partial" if pending else "finished", files)
-    if report is None:
-        console.print(f"no recommendation: {why}")
-    else:
-        rec = report.selection.recommended
-        console.print(f"\nrecommended: trial {rec.name or rec.trial}, {rec.total_tps:,.1f} total tok/s on "
-                      f"{report.selection.primary_profile}")
-        print(f"  {rec.command}")
-        evidence = verdict_line(report)
-        if evidence:
-            console.print(f"evidence: {evidence}")
-        for w in report.warnings[:8]:
-            console.print(f"  warning {w.code}: {w.message}")
-        if len(report.warnings) > 8:
-            console.print(f"  ... {len(report.warnings) - 8} more warning(s) in the report")
+        tracking.finish_sweep(uri, outcome.sweep_id, status, files)
+    link = mlflow_run_link(uri, outcome.experiment_id, outcome.sweep_id)
+    terminal.emit_json(summary_json(study, grid, outcome, uri, report, why,
+                                    status if report is not None else "no_recommendation", pending))
+    if report is not None and report.warnings:
+        console.print(f"\nchecks ({len(report.warnings)} warning(s); each one in the report: "
+                      f"farm report {outcome.sweep_id}):", markup=False)
+        for line in warning_groups(report):
+            console.print(f"  {line}", markup=False)
     console.print(f"\nsweep id: {outcome.sweep_id}  (report: farm report {outcome.sweep_id} --tracking-uri {uri})")
     # A tracking server has its own UI; a local store needs `mlflow ui` started over it.
-    console.print(f"results:  {uri}" if uri.startswith(("http://", "https://")) else
-                  f"results:  mlflow ui --backend-store-uri {uri}")
+    if uri.startswith(("http://", "https://")):
+        console.print(f"results:  {link}", markup=False)
+    else:
+        console.print(f"results:  mlflow ui --backend-store-uri {uri}", markup=False)
+        console.print(f"          then {link}", markup=False)
+    if pending:
+        console.print(f"{len(pending)} trial(s) of the grid not run yet; run them with:")
+        if resume_line:
+            if terminal.mode() == "normal":
+                terminal.answer(f"  {resume_line}")
     if report is None:
+        console.print(Rule("no recommendation", style="bold red"))
+        console.print(f"no recommendation: {why}", markup=False)
+        if terminal.mode() == "quiet":
+            print(f"error: no recommendation: {why}", file=sys.stderr)
+            terminal.answer(f"sweep id: {outcome.sweep_id}")
         raise SystemExit(1)
+    rec = report.selection.recommended
+    console.print(Rule("recommendation", style="bold green"))
+    console.print(f"[bold green]recommended:[/] trial {rec.name or rec.trial}, {rec.total_tps:,.1f} total tok/s on "
+                  f"{report.selection.primary_profile}")
+    terminal.answer(rec.command if terminal.mode() == "quiet" else f"  {rec.command}")
+    evidence = verdict_line(report)
+    if evidence:
+        console.print(f"evidence: {evidence}", markup=False)
+    if terminal.mode() == "quiet":
+        terminal.answer(f"sweep id: {outcome.sweep_id}")

@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
-import sys
-
-from rich.console import Console
+from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from farm.engines import get_engine
 from farm.engines.base import redact_args
 from farm.analysis.outcome import LOG_EXPLAINS
+from farm.run import terminal
+from farm.run.links import mlflow_run_link
+from farm.run.terminal import console
 from farm.analysis.results import Status, TrialResult
 from farm.secrets import redact_flags
-from farm.study.grid import MeasuredDurations, grid_costs
+from farm.study.grid import MeasuredDurations, grid_cost, grid_costs
 from farm.study.spec import Study
 from farm.study.trial import Trial
-
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
 def _flags_text(trial: Trial) -> str:
@@ -29,11 +31,32 @@ def _flags_text(trial: Trial) -> str:
     return " ".join(f"{k}={v}" for k, v in flags.items()) or "(engine defaults)"
 
 
-def print_dry_run(study: Study, grid: str, trials: list[Trial], measured: MeasuredDurations | None = None,
-                  durations_note: str | None = None) -> None:
+def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "normal",
+                  measured: MeasuredDurations | None = None, durations_note: str | None = None) -> None:
     """Every trial with its exact command line, one line each, ready to paste; nothing starts.
+    `quiet`: the command lines alone; `json`: the trials and the grid's estimated cost as JSON;
     `measured`: an earlier sweep's durations for the GPU-hour estimate."""
-
+    commands = {}
+    for t in trials:
+        engine = get_engine(t.engine)
+        spec = study.engines[t.engine]
+        commands[t.id] = shlex.join(redact_args(engine.command(spec, t, port=8000), engine.secret_flags(spec)))
+    if mode == "quiet":
+        for t in trials:
+            print(commands[t.id])
+        return
+    if mode == "json":
+        cost = grid_costs(study, {grid: trials}, measured)[grid]
+        print(json.dumps({
+            "study": study.name, "grid": grid, "profiles": study.grid_profiles(grid),
+            "primary_profile": study.grid_primary_profile(grid),
+            "estimate": {"gpu_hours": cost.gpu_hours, "trial_hours": cost.trial_hours, "runs": cost.runs,
+                         "durations_from": cost.durations_from},
+            "trials": [{"id": t.id, "name": t.name, "engine": t.engine, "model": t.model, "gpus": t.gpus,
+                        "flags": redact_flags(t.flags, get_engine(t.engine).secret_flag_names),
+                        "knobs": t.knobs or {}, "profiles": t.profiles, "command": commands[t.id]} for t in trials],
+        }, indent=2))
+        return
     print(f"study {study.name} ({study.source}), grid {grid}: {len(trials)} trial(s), "
           f"profiles {', '.join(study.grid_profiles(grid))}, primary {study.grid_primary_profile(grid)}")
     if durations_note:
@@ -42,13 +65,10 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], measured: Measur
     for cost in grid_costs(study, {grid: trials}, measured).values():
         print(f"  {cost.line()}")
     for t in trials:
-        engine = get_engine(t.engine)
-        spec = study.engines[t.engine]
-        argv = redact_args(engine.command(spec, t, port=8000), engine.secret_flags(spec))
         print()
         print(f"{t.id}  {t.name or ''}".rstrip())
         print(f"  engine={t.engine} model={t.model} gpus={t.gpus} flags: {_flags_text(t)}")
-        print(f"  {shlex.join(argv)}")
+        print(f"  {commands[t.id]}")
 
 
 def _primary_tps(result: TrialResult, profile: str) -> float | None:
@@ -128,6 +148,67 @@ def resume_command(command: str, sweep_id: str) -> str:
     return shlex.join(out + ["--resume", sweep_id])
 
 
+class Progress:
+    """Live counts of a running sweep: trials done, failed, running, pending, the GPU-hours spent
+    and an ETA. The ETA starts from the grid's GPU-hour estimate (farm/study/grid.py: seconds per
+    trial at the seed's durations) and is rescaled by how long finished trials really took."""
+
+    def __init__(self, study: Study, grid: str, trials: list[Trial], total: int, clock=time.monotonic):
+        cost = grid_cost(study, grid, trials=trials) if trials else None
+        self.estimate_s = cost.trial_hours * 3600 / max(cost.trials, 1) if cost else 0.0
+        self.estimate_gpu_hours = cost.gpu_hours if cost else 0.0
+        self.total, self.clock = total, clock
+        self.done = self.failed = 0
+        self.running: dict[str, tuple[float, int]] = {}  # trial id -> (started, GPUs)
+        self.gpu_s = 0.0
+        self.took: list[float] = []
+
+    def started(self, trial: Trial) -> None:
+        self.running[trial.id] = (self.clock(), trial.gpus)
+
+    def finished(self, trial: Trial, ok: bool) -> None:
+        start, gpus = self.running.pop(trial.id, (self.clock(), trial.gpus))
+        took = self.clock() - start
+        self.took.append(took)
+        self.gpu_s += took * gpus
+        self.done += ok
+        self.failed += not ok
+
+    def retried(self, trial: Trial) -> None:
+        start, gpus = self.running.pop(trial.id, (self.clock(), trial.gpus))
+        self.gpu_s += (self.clock() - start) * gpus
+
+    def gpu_hours(self) -> float:
+        now = self.clock()
+        return (self.gpu_s + sum((now - t0) * g for t0, g in self.running.values())) / 3600
+
+    def eta_s(self) -> float | None:
+        pending = max(self.total - self.done - self.failed - len(self.running), 0)
+        if not self.estimate_s or not (pending or self.running):
+            return None
+        per_trial = self.estimate_s
+        if self.took:  # what this cluster really takes, against what the estimate assumed
+            per_trial = sum(self.took) / len(self.took)
+        now = self.clock()
+        left_running = sum(max(per_trial - (now - t0), 0.0) for t0, _ in self.running.values())
+        slots = max(len(self.running), 1)
+        return (left_running + pending * per_trial) / slots
+
+    def line(self) -> str:
+        pending = max(self.total - self.done - self.failed - len(self.running), 0)
+        eta = self.eta_s()
+        eta_text = f"ETA ~{_duration(eta)}" if eta is not None else "ETA n/a"
+        return (f"trials: {self.done} done, {self.failed} failed, {len(self.running)} running, {pending} pending | "
+                f"GPU-hours {self.gpu_hours():.2f} of ~{self.estimate_gpu_hours:.2f} estimated | {eta_text}")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
 def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tracking_uri, experiment, resume,
                    repeats: int, workdir: Path, command: str, only: set[str] | None = None) -> None:
     from farm.run import driver  # ray and mlflow (seconds): not for --dry-run
@@ -136,23 +217,40 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
     uri = tracking_uri or tracking.default_tracking_uri()
 
     state = {"done": 0, "t0": time.monotonic(), "total": len(trials) if only is None else len(only)}
+    progress = Progress(study, grid, [t for t in trials if only is None or t.id in only], state["total"])
 
     def on_sweep(sweep_id: str) -> None:
         state["sweep"] = sweep_id
         console.print(f"sweep [bold]{sweep_id}[/] - {state['total']} trial(s) of grid {grid}, {repeats} repeat(s); "
                       f"tracking {uri}")
+        link = mlflow_run_link(uri, tracking.client(uri).get_run(sweep_id).info.experiment_id, sweep_id)
+        local = "" if uri.startswith(("http://", "https://")) else f" (once `mlflow ui --backend-store-uri {uri}` runs)"
+        console.print(f"MLflow run: {link}{local}", markup=False)
+
+    def on_ray(url: str | None) -> None:
+        from farm.run.jobs import dashboard_link, token_hint
+
+        link = dashboard_link(url)
+        if link:
+            hint = token_hint()
+            console.print(f"Ray dashboard: {link}" + (f"  ({hint})" if hint else ""), markup=False)
+            state["dashboard"] = link
 
     def on_event(kind: str, job, result) -> None:
         elapsed = time.monotonic() - state["t0"]
         if kind == "started":
             if job.trial.node_control_of and job.attempt == 1:
                 state["total"] += 1  # the baseline repeated on one node (a node control)
+                progress.total += 1
+            progress.started(job.trial)
             console.print(f"[{elapsed:6.0f}s] start   {job.trial.label} ({_flags_text(job.trial)}) attempt {job.attempt}")
         elif kind == "retry":
+            progress.retried(job.trial)
             console.print(f"[{elapsed:6.0f}s] retry   {job.trial.label}: {result.status.value} ({result.reason})",
                           markup=False)
         elif kind == "finished":
             state["done"] += 1
+            progress.finished(job.trial, result.status == Status.ok)
             tps = _primary_tps(result, study.grid_primary_profile(grid))
             extra = f"{tps:,.0f} tok/s on {study.grid_primary_profile(grid)}" if tps else (result.reason or "")
             console.print(f"[{elapsed:6.0f}s] [{state['done']}/{state['total']}] {result.status.value:<22} "
@@ -171,26 +269,32 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
             console.print(head + f"pass {p.pass_index} ({p.runs} runs, {p.spent} of {p.budget} spent): {p.reason}",
                           markup=False)
 
+    # Live progress for a person at a terminal only: never in --quiet or --json, nor into a pipe or a log.
+    live = Live(get_renderable=lambda: Text(progress.line(), style="bold"), console=console, refresh_per_second=1,
+                transient=True) if terminal.live() else nullcontext()
     try:
-        outcome = driver.run_sweep(study, grid, trials, tracking_uri=uri, experiment=experiment or study.experiment_name,
-                                   address=address, resume=resume, repeats=repeats, workdir=workdir, command=command,
-                                   on_event=on_event, on_sweep=on_sweep, on_pass=on_pass, only=only)
+        with live:
+            outcome = driver.run_sweep(study, grid, trials, tracking_uri=uri, experiment=experiment or study.experiment_name,
+                                       address=address, resume=resume, repeats=repeats, workdir=workdir, command=command,
+                                       on_event=on_event, on_sweep=on_sweep, on_pass=on_pass, on_ray=on_ray,
+                                       only=only)
     except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read
         console.print("interrupted" + ("; resume with:" if state.get("sweep") else " before the sweep started"))
         if state.get("sweep"):
-            print(f"  {resume_command(command, state['sweep'])}", flush=True)
+            terminal.answer(f"  {resume_command(command, state['sweep'])}")
         raise SystemExit(130) from None
     if outcome.skipped:
         console.print(f"resumed: {len(outcome.skipped)} trial(s) already finished were not run again")
     print_summary(study, grid, outcome.results)
     if outcome.interrupted:
         console.print("interrupted: engines stopped, sweep marked killed. Resume with:")
-        print(f"  {resume_command(command, outcome.sweep_id)}", flush=True)  # one line, never wrapped: it is pasted
+        # one line, never wrapped: it is pasted
+        terminal.answer(f"  {resume_command(command, outcome.sweep_id)}")
+        terminal.emit_json({"sweep_id": outcome.sweep_id, "status": "killed",
+                            "resume": resume_command(command, outcome.sweep_id)})
         raise SystemExit(130)
     from farm.run.sweep_report import finish  # mlflow, as above
 
     pending = [t for t in trials if t.id not in {r.trial.id for r in outcome.results}]
-    finish(study, grid, outcome, uri, pending=pending)
-    if pending:
-        console.print(f"{len(pending)} trial(s) of the grid not run yet; run them with:")
-        print(f"  {resume_command(_without_trial_options(command), outcome.sweep_id)}", flush=True)
+    finish(study, grid, outcome, uri, pending=pending,
+           resume_line=resume_command(_without_trial_options(command), outcome.sweep_id) if pending else None)

@@ -39,12 +39,21 @@ PREVIOUS_ATTEMPTS_TAG = "farm.previous_attempts"
 KNOB_OVERRIDDEN_TAG = "farm.knob_overridden"  # knobs the engine's log contradicts: "max_running_requests: asked 512, got 83"
 PASSES_TAG = "farm.passes"  # `--repeats auto`: passes appended to the child run so far
 REPEATS_TAG = "farm.repeats"
+# What the end of a sweep writes back, so the MLflow UI shows the answer without opening artifacts:
+NOTE_TAG = "mlflow.note.content"  # MLflow's own: the run's description (markdown) on its Overview page
+RECOMMENDED_TAG = "farm.recommended"  # on a child run: "true" for the recommended trial, "false" for the others
+RECOMMENDED_TRIAL_TAG = "farm.recommended_trial"  # on the parent: the recommended trial's id
+RECOMMENDED_COMMAND_TAG = "farm.recommended_command"  # on the parent: the serve command (secrets masked)
+VERDICT_TAG = "farm.verdict"  # on a child run: what selection made of it on the primary profile
+NOTE_MAX_CHARS = 7500  # the note is a tag (MLflow's limit: 8000 characters); the whole report is report/report.md
 
 TAG_MAX_CHARS = 5000  # MLflow's limit on a tag value (8000) with room for its encoding
 LOG_TAIL_TAG_LINES = 25
 
 # Ray Jobs metadata of a submitted sweep and of its head check (not MLflow, but the same words).
 JOB_KIND_HEAD_CHECK = "head-check"
+TRACKING_URI_JOB_KEY = "farm.tracking_uri"  # set at submission
+MLFLOW_RUN_JOB_KEY = "farm.mlflow_run"  # the sweep's run in the MLflow UI, added by the job once it has a sweep
 
 # Sweep statuses and the MLflow run status each ends with.
 SWEEP_RUNNING = "running"
@@ -83,6 +92,28 @@ METRICS = ("total_tps", "output_tps", "request_throughput", "success_rate", "dur
            "latency_mean_s", "latency_p95_s", "guidellm_total_tps_mean", "successful_requests",
            "total_input_tokens", "total_output_tokens")
 METRICS_PER_BATCH = 900  # MLflow takes at most 1000 metrics in one log_batch
+
+
+# On the parent run: the recommendation's and the baseline's numbers per profile, and how far
+# apart they are, so the experiment's table and charts set sweeps side by side.
+RECOMMENDED_PREFIX = "recommended"
+BASELINE_PREFIX = "baseline"
+DELTA_PREFIX = "recommended_vs_baseline"  # (recommended / baseline - 1) x 100
+SUMMARY_METRICS = ("total_tps", "tpot_mean_ms")
+DELTA_SUFFIX = "_pct"
+GPU_HOURS_METRIC = "gpu_hours"  # GPU-hours the sweep's trials held their GPUs
+
+
+def recommended_metric(profile: str, metric: str) -> str:
+    return f"{RECOMMENDED_PREFIX}/{profile}/{metric}"
+
+
+def baseline_metric(profile: str, metric: str) -> str:
+    return f"{BASELINE_PREFIX}/{profile}/{metric}"
+
+
+def delta_metric(profile: str, metric: str) -> str:
+    return f"{DELTA_PREFIX}/{profile}/{metric}{DELTA_SUFFIX}"
 
 
 def metric_name(profile: str, metric: str) -> str:

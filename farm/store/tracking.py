@@ -102,6 +102,25 @@ def finish_sweep(uri: str, sweep_id: str, status: str, files: list[Path] | None 
     c.set_terminated(sweep_id, status=S.SWEEP_END_STATUS.get(status, "FAILED"))
 
 
+def annotate_sweep(uri: str, sweep_id: str, *, note: str, metrics: dict[str, float] | None = None,
+                   tags: dict[str, str] | None = None, trial_tags: dict[str, dict[str, str]] | None = None) -> None:
+    """The answer where the MLflow UI shows it: the parent run's description (`note`, markdown),
+    its summary metrics and tags, and tags on the trials' child runs (trial id -> tags; the
+    child run `load_results` reads for that trial). Re-annotating (`farm report`, a resume)
+    replaces what an earlier end wrote."""
+    c = client(uri)
+    now = int(time.time() * 1000)
+    if len(note) > S.NOTE_MAX_CHARS:
+        note = note[:S.NOTE_MAX_CHARS - 80].rsplit("\n", 1)[0] + f"\n\n(cut here: the whole report is {S.REPORT_DIR}/{S.REPORT_MARKDOWN})\n"
+    run_tags = [RunTag(S.NOTE_TAG, note)] + [RunTag(k, v[:S.TAG_MAX_CHARS]) for k, v in (tags or {}).items()]
+    c.log_batch(sweep_id, metrics=[Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()], tags=run_tags)
+    if trial_tags:
+        runs = trial_run_ids(uri, sweep_id)
+        for trial, values in trial_tags.items():
+            if trial in runs:
+                c.log_batch(runs[trial], tags=[RunTag(k, v[:S.TAG_MAX_CHARS]) for k, v in values.items()])
+
+
 def _mean(values: list[float]) -> float:
     return statistics.fmean(values)
 

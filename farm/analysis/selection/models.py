@@ -364,6 +364,9 @@ class ReportWarning(_Strict):
     trial: str | None = Field(default=None, description="Trial label it concerns; none for the whole study.")
     profile: str | None = None
     message: str
+    size: float | None = Field(default=None, description=(
+        "How far off, so a terminal can name the worst of a code: % apart (rate_mismatch, tpot_inconsistent), "
+        "x the mean (peak_implausible); none where a warning has no size."))
 
 
 class Selection(_Strict):

@@ -1,0 +1,12 @@
+"""Links a user opens: a sweep's run in the MLflow UI."""
+
+from __future__ import annotations
+
+# `mlflow ui`'s default address, where a local store (sqlite:///...) opens.
+MLFLOW_UI_DEFAULT = "http://127.0.0.1:5000"
+
+
+def mlflow_run_link(uri: str, experiment_id: str, run_id: str) -> str:
+    """Where the sweep's run opens in the MLflow UI (a local store: under `mlflow ui`'s default address)."""
+    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else MLFLOW_UI_DEFAULT
+    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"

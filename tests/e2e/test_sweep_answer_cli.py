@@ -1,0 +1,169 @@
+"""End to end: `farm sweep --grid smoke --json` through the CLI (local Ray, real guidellm,
+mock-server engines, a temporary SQLite MLflow), then the same sweep ended again with
+`--resume` (every trial finished: nothing runs, the end reports again) in the normal and
+`--quiet` modes, and finally the sweep's run opened in `mlflow ui` in headless Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from conftest import run_farm
+
+pytestmark = pytest.mark.slow
+
+PROFILES = ("smoke_chat", "smoke_generation")
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("answer-cli")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    proc = run_farm("sweep", "--grid", "smoke", "--json", "--tracking-uri", uri, "--workdir", str(tmp / "runs"), cwd=tmp)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {"proc": proc, "uri": uri, "tmp": tmp, "summary": json.loads(proc.stdout)}
+
+
+def _sweep_run(swept):
+    return MlflowClient(swept["uri"]).get_run(swept["summary"]["sweep_id"])
+
+
+def test_json_is_the_whole_stdout_and_names_the_recommended_command(swept):
+    summary = swept["summary"]
+    rec = summary["recommended"]
+    assert summary["status"] == "finished" and rec["profile"] == "smoke_chat"
+    # ttft 50 ms and itl 10 ms are the grid's lowest latencies
+    assert "mock-server" in rec["command"] and "--ttft-ms=50" in rec["command"] and "--itl-ms=10" in rec["command"]
+    assert rec["command"] == _sweep_run(swept).data.tags["farm.recommended_command"]
+    assert summary["counts"]["trials"] == 4 and summary["counts"]["ok"] == 4 and summary["failures"] == []
+    assert set(summary["profiles"]) == set(PROFILES)
+    assert all(summary["profiles"][p]["recommended"]["total_tps"] > 0 for p in PROFILES)
+    assert summary["mlflow_run"].endswith(f"/runs/{summary['sweep_id']}")
+    # the person's lines went to stderr: the dashboard link with how to open it, the recommendation
+    err = swept["proc"].stderr
+    assert "Ray dashboard: http://" in err and "recommended:" in err
+
+
+def test_the_sweep_run_shows_the_answer(swept):
+    run = _sweep_run(swept)
+    rec = swept["summary"]["recommended"]
+    note = run.data.tags["mlflow.note.content"]
+    assert rec["command"] in note and "Verdict per profile" in note
+    for p in PROFILES:
+        assert run.data.metrics[f"recommended/{p}/total_tps"] == pytest.approx(swept["summary"]["profiles"][p]["recommended"]["total_tps"])
+        assert f"recommended/{p}/tpot_mean_ms" in run.data.metrics
+    picked = MlflowClient(swept["uri"]).search_runs([run.info.experiment_id], filter_string="tags.`farm.recommended` = 'true'")
+    assert [r.data.tags["farm.trial_id"] for r in picked] == [rec["trial"]]
+
+
+def _resume(swept, *extra):
+    proc = run_farm("sweep", "--grid", "smoke", "--tracking-uri", swept["uri"], "--workdir", str(swept["tmp"] / "runs"),
+                    "--resume", swept["summary"]["sweep_id"], *extra, cwd=swept["tmp"])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_the_terminal_groups_warnings_and_ends_with_the_recommendation(swept):
+    out = _resume(swept).stdout
+    lines = [line for line in out.splitlines() if line.strip()]
+    summary = swept["summary"]
+    for code, n in summary["warnings"].items():
+        assert sum(line.strip().startswith(f"{code}:") for line in lines) == 1, out  # one line per code
+    assert "warning " not in out  # not one line per warning any more
+    rec_at = max(i for i, line in enumerate(lines) if line.startswith("recommended:"))
+    assert lines[rec_at + 1].strip() == summary["recommended"]["command"]
+    assert rec_at >= len(lines) - 3, lines[rec_at:]  # the recommendation, then only its evidence line
+    assert "\x1b[" not in out  # no live progress (nor colour) into a pipe
+
+
+def test_quiet_prints_the_command_and_the_sweep_id(swept):
+    proc = _resume(swept, "--quiet")
+    summary = swept["summary"]
+    assert proc.stdout.splitlines() == [summary["recommended"]["command"], f"sweep id: {summary['sweep_id']}"]
+
+
+# --------------------------------------------------------------------------------------
+# the MLflow UI in a real browser
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture
+def mlflow_ui(swept):
+    pytest.importorskip("playwright")
+    if _chromium() is None:
+        pytest.skip("needs Debian's chromium (apt-get install -y chromium)")
+    from raynodes import free_ports, stop_group, wait_port
+
+    (port,) = free_ports(1)
+    log = swept["tmp"] / "mlflow-ui.log"
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen([str(Path(sys.executable).with_name("mlflow")), "ui", "--backend-store-uri", swept["uri"],
+                                 "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                                cwd=swept["tmp"], stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    try:
+        wait_port(port, 120)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_group(proc)
+
+
+def _close_assistant(page) -> None:
+    """MLflow 3.17 opens its assistant panel beside every page; closed, the page has the width."""
+    close = page.get_by_role("button", name="Close", exact=True)
+    if close.count():
+        close.first.click()
+        page.wait_for_timeout(500)
+
+
+def test_the_sweep_runs_page_in_a_browser_shows_the_command_and_metrics(swept, mlflow_ui):
+    from playwright.sync_api import sync_playwright
+
+    run = _sweep_run(swept)
+    rec = swept["summary"]["recommended"]
+    url = f"{mlflow_ui}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+    shots = Path(os.environ.get("FARM_SCREENSHOTS") or swept["tmp"])
+    shots.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=_chromium(), args=["--no-sandbox", "--disable-dev-shm-usage"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1300})
+            page.goto(url, timeout=120_000)
+            page.get_by_text("Recommended").first.wait_for(timeout=120_000)
+            _close_assistant(page)
+            more = page.get_by_text("Show more")
+            if more.count():
+                more.first.click()  # the whole description
+            page.get_by_text("Verdict per profile").first.wait_for(timeout=30_000)
+            deadline = time.monotonic() + 60
+            while "recommended/smoke_chat/total_tps" not in page.inner_text("body") and time.monotonic() < deadline:
+                time.sleep(1)
+            text = page.inner_text("body")
+            page.screenshot(path=str(shots / "mlflow-sweep-run.png"), full_page=True)
+            assert rec["command"] in text.replace("\n", " ") or rec["command"] in text
+            assert "recommended/smoke_chat/total_tps" in text
+            # the experiment's runs: each sweep with its trials under it
+            page.set_viewport_size({"width": 1600, "height": 700})
+            page.goto(f"{mlflow_ui}/#/experiments/{run.info.experiment_id}/runs", timeout=120_000)
+            page.get_by_text("matching runs").first.wait_for(timeout=120_000)
+            _close_assistant(page)
+            name = page.get_by_text(run.info.run_name, exact=True).first
+            box = name.bounding_box()
+            if box:  # the row's expander sits left of the run's name
+                page.mouse.click(box["x"] - 30, box["y"] + box["height"] / 2)
+                page.wait_for_timeout(2000)
+            page.screenshot(path=str(shots / "mlflow-experiment.png"))
+        finally:
+            browser.close()

@@ -1,0 +1,100 @@
+"""What `farm sweep` prints around a sweep, without running one: `--json` and `--quiet` with
+`--dry-run`, the options refused where they would change nothing, the Ray dashboard's token hint,
+the actors' names and the live progress line (through the real CLI where there is one)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_farm
+from farm.run.jobs import dashboard_link, token_hint
+from farm.run.ray_names import actor_name
+from farm.run.sweep_view import Progress
+from farm.study.grid import expand, grid_cost
+from farm.study.load import load_study
+
+
+def test_dry_run_json_lists_every_trial_with_its_command_and_nothing_else(tmp_path):
+    proc = run_farm("sweep", "--grid", "smoke", "--dry-run", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["grid"] == "smoke" and len(data["trials"]) == 4
+    assert all("mock-server" in t["command"] for t in data["trials"])
+    assert {(t["flags"]["ttft-ms"], t["flags"]["itl-ms"]) for t in data["trials"]} == {(50, 10), (50, 40), (200, 10), (200, 40)}
+    assert data["estimate"]["gpu_hours"] == 0 and data["estimate"]["trial_hours"] > 0
+    assert list(tmp_path.iterdir()) == []  # nothing started, nothing written
+
+
+def test_dry_run_quiet_prints_the_command_lines_alone(tmp_path):
+    proc = run_farm("sweep", "--grid", "smoke", "--dry-run", "--quiet", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 4 and all("mock-server" in line for line in lines)
+
+
+@pytest.mark.parametrize("args, option", [
+    (("--json", "--quiet"), "--json"),
+    (("--json", "--address", "http://127.0.0.1:1"), "--json"),
+    (("--quiet", "--address", "http://127.0.0.1:1"), "--quiet"),
+])
+def test_output_options_that_would_be_ignored_are_refused(tmp_path, args, option):
+    proc = run_farm("sweep", "--grid", "smoke", *args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and option in lines[0], lines
+    assert proc.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+def test_the_dashboard_hint_says_where_the_token_is_and_never_shows_it(monkeypatch):
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    assert token_hint() is None
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    assert "`ray get-auth-token`" in token_hint() and "~/.ray/auth_token" in token_hint()
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", "/etc/ray/token")
+    assert "/etc/ray/token" in token_hint()
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "s3cr3t-token-value")
+    assert "$RAY_AUTH_TOKEN" in token_hint() and "s3cr3t" not in token_hint()
+    assert dashboard_link("127.0.0.1:8265") == "http://127.0.0.1:8265"
+    assert dashboard_link(None) is None
+
+
+def test_actor_names_tell_trials_apart_by_engine_and_knobs(study):
+    trials = expand(study, "full")
+    names = [actor_name("0123456789abcdef", t, 1) for t in trials]
+    assert len(set(names)) == len(names)
+    with_knobs = next(t for t in trials if t.knobs and not t.name)
+    name = actor_name("0123456789abcdef", with_knobs, 2)
+    engine, short, label, sweep, attempt = name.split(":")
+    assert engine == with_knobs.engine and short == with_knobs.id.split("-")[-1]
+    first = next(iter(with_knobs.knobs))
+    assert label.startswith(f"{first}=") and sweep == "01234567" and attempt == "a2"
+
+
+def test_actor_names_mask_secret_flags(study):
+    trial = expand(study, "smoke")[0]
+    secret = trial.model_copy(update={"flags": {**trial.flags, "api-key": "sk-live-123"}})
+    assert "sk-live-123" not in actor_name("0123456789abcdef", secret, 1)
+
+
+def test_progress_counts_trials_gpu_hours_and_an_eta_from_the_estimate():
+    study = load_study()
+    trials = expand(study, "full")[:6]
+    now = [0.0]
+    progress = Progress(study, "full", trials, total=6, clock=lambda: now[0])
+    per_trial = grid_cost(study, "full", trials=trials).trial_hours * 3600 / 6
+    for t in trials[:2]:
+        progress.started(t)
+    assert progress.eta_s() == pytest.approx((2 * per_trial + 4 * per_trial) / 2)
+    now[0] = 1800.0
+    progress.finished(trials[0], ok=True)
+    assert progress.gpu_hours() == pytest.approx((1800 * trials[0].gpus + 1800 * trials[1].gpus) / 3600)
+    # one finished trial took 1800 s: the ETA follows what the cluster really takes
+    progress.started(trials[2])
+    assert progress.eta_s() == pytest.approx((0 + 1800 + 3 * 1800) / 2)
+    line = progress.line()
+    assert line.startswith("trials: 1 done, 0 failed, 2 running, 3 pending | GPU-hours ")
+    assert "estimated | ETA ~" in line
