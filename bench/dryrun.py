@@ -8,7 +8,7 @@ sizes). Each size is timed twice:
 
 - `command`: the whole `farm sweep --config STUDY --grid wide --dry-run` as a user runs it, in a
   fresh interpreter (imports included), its output to a file;
-- `in-process`: load the study and expand the grid (`farm.study.spec.load_study`, `expand`),
+- `in-process`: load the study and expand the grid (`farm.study.load.load_study`, `expand`),
   what `--dry-run` does after its imports.
 
 Target: the command takes under 2 s for 10,000 trials. A benchmark, not a test:
@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from farm.study.grid import expand  # noqa: E402
-from farm.study.spec import load_study  # noqa: E402
+from farm.study.load import load_study  # noqa: E402
 
 STUDY = REPO / "configs" / "qwen3.5-35b-a3b-h200.yaml"
 
