@@ -8,7 +8,8 @@ and the throughput-from-totals analysis (`rates`) into one `Report` (`models`); 
 from farm.report.build import build_report, report_for, slo_text
 from farm.report.models import EVIDENCE_CODES, WARNING_CODES, Report
 from farm.report.plots import write_plots
-from farm.report.text import profile_numbers, render, report_json, summary_markdown, trial_verdicts, verdict_line, warning_groups
+from farm.report.summary import profile_numbers, summary_markdown, trial_verdicts, warning_groups
+from farm.report.text import render, report_json, verdict_line
 
 __all__ = ["EVIDENCE_CODES", "WARNING_CODES", "Report", "build_report", "render", "report_for", "report_json", "slo_text",
            "verdict_line", "write_plots", "profile_numbers", "summary_markdown", "trial_verdicts", "warning_groups"]
