@@ -42,9 +42,9 @@ from farm.store import schema
 from farm.study.load import DEFAULT_CONFIG, _read_yaml
 
 PROJECT = Path(__file__).resolve().parents[2]
-# Never uploaded: environments, engines and models are installed on every node; results and
+# Never uploaded: environments, engines, models and offline bundles are installed on every node; results and
 # local tracking stores stay where they were written.
-EXCLUDES = (".venv", "venv", ".engines", ".models", "mlflow.db", "mlruns", "mlartifacts", "farm-runs", ".git",
+EXCLUDES = (".venv", "venv", ".engines", ".models", ".bundles", ".h200", "mlflow.db", "mlruns", "mlartifacts", "farm-runs", ".git",
             "__pycache__", "*.egg-info", ".pytest_cache", ".hypothesis", "build", "dist", "*.pyc")
 # Ray's SDK logs each file it leaves out and each upload at INFO: noise around farm's own lines.
 QUIET_LOGGERS = ("ray._private.runtime_env.packaging", "ray.dashboard.modules.dashboard_sdk")

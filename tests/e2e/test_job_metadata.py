@@ -9,11 +9,10 @@ The node is stopped through the process group this test started.
 
 from __future__ import annotations
 
-import os
+import json
 import secrets
-import shlex
+import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -35,44 +34,42 @@ print("ADDED", ok)
 """
 
 
-def test_the_jobs_metadata_names_the_sweep_and_its_mlflow_run(tmp_path):
-    from ray.job_submission import JobSubmissionClient
+# The submitting side, in a process of its own: Ray's token mode is process state (its config is
+# read once), and the tests after this one start clusters without a token in pytest's process.
+SUBMIT = """
+import json, shlex, sys, time
+from ray.job_submission import JobSubmissionClient
+address, script, submission_env, repo = sys.argv[1:5]
+client = JobSubmissionClient(address)
+job = client.submit_job(entrypoint=f"{shlex.quote(sys.executable)} -c {shlex.quote(script)}",
+                        submission_id="farm-test-metadata",
+                        runtime_env={"env_vars": {submission_env: "farm-test-metadata", "PYTHONPATH": repo}},
+                        metadata={"farm.grid": "smoke", "farm.study": "qwen3.5-35b-a3b"})
+deadline = time.monotonic() + 240
+while str(client.get_job_status(job).value) not in ("SUCCEEDED", "FAILED", "STOPPED") and time.monotonic() < deadline:
+    time.sleep(1)
+info = client.get_job_info(job)
+print(json.dumps({"status": str(info.status.value), "metadata": info.metadata, "logs": client.get_job_logs(job)}))
+"""
 
+
+def test_the_jobs_metadata_names_the_sweep_and_its_mlflow_run(tmp_path):
     from farm.run.jobs import SUBMISSION_ENV
 
     (tmp_path / "home").mkdir()
     token = secrets.token_hex(16)
     env = {**isolated_env(tmp_path / "home"), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
     head = start_node(env, head=True, num_cpus=1, log_dir=tmp_path)
-    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
     try:
-        os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token})
-        from ray._raylet import Config
-
-        Config.initialize("")  # Ray's way to make this process see the mode set above (farm.run.jobs does the same)
-        client = JobSubmissionClient(f"http://127.0.0.1:{head.ports['dashboard']}")
-        job = client.submit_job(entrypoint=f"{shlex.quote(sys.executable)} -c {shlex.quote(SCRIPT)}",
-                                submission_id="farm-test-metadata",
-                                runtime_env={"env_vars": {SUBMISSION_ENV: "farm-test-metadata", "PYTHONPATH": str(REPO)}},
-                                metadata={"farm.grid": "smoke", "farm.study": "qwen3.5-35b-a3b"})
-        deadline = time.monotonic() + 240
-        while str(client.get_job_status(job).value) not in ("SUCCEEDED", "FAILED", "STOPPED"):
-            assert time.monotonic() < deadline, client.get_job_logs(job)[-2000:]
-            time.sleep(1)
-        logs = client.get_job_logs(job)
-        info = client.get_job_info(job)
-        assert str(info.status.value) == "SUCCEEDED", logs[-2000:]
-        assert "ADDED True" in logs
-        assert info.metadata == {"farm.grid": "smoke", "farm.study": "qwen3.5-35b-a3b",
-                                 "farm.sweep_id": "0123456789abcdef", "farm.mlflow_run": LINK}
-        assert token not in str(info.metadata) and token not in logs
+        done = subprocess.run([sys.executable, "-c", SUBMIT, f"http://127.0.0.1:{head.ports['dashboard']}", SCRIPT,
+                               SUBMISSION_ENV, str(REPO)], env={**env, "PYTHONPATH": str(REPO)},
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+        assert out["status"] == "SUCCEEDED", out["logs"][-2000:]
+        assert "ADDED True" in out["logs"]
+        assert out["metadata"] == {"farm.grid": "smoke", "farm.study": "qwen3.5-35b-a3b",
+                                   "farm.sweep_id": "0123456789abcdef", "farm.mlflow_run": LINK}
+        assert token not in json.dumps(out["metadata"]) and token not in out["logs"]
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        from ray._raylet import Config
-
-        Config.initialize("")
         head.stop()
