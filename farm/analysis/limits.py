@@ -18,6 +18,8 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from farm.engines import get_engine
+
 # The limits, in the engine-neutral names of farm's knobs and of Engine.reported_capacity.
 LIMITS: dict[str, str] = {
     "max_running_requests": "requests at once",
@@ -71,7 +73,6 @@ def _asked_flags(engine: str, knobs: Mapping[str, Any], flags: Mapping[str, Any]
     """knob -> value asked: from the trial's knobs, or from a flag set directly that a knob renders to."""
     asked = {k: knobs[k] for k in CHECKED_KNOBS if k in knobs}
     try:
-        from farm.engines import get_engine
         renderers = get_engine(engine).knob_renderers
     except (KeyError, ValueError):
         return asked

@@ -6,22 +6,9 @@ from __future__ import annotations
 from farm.analysis.durations import measured_durations
 from farm.errors import UserError
 from farm.run.preflight import check_tracking_uri, sqlite_path
-from farm.store import schema as S
-from farm.store import tracking
 from farm.store.mlflow_store import MlflowStore
 from farm.study.grid import RUN_OVERHEAD_S, MeasuredDurations
 from farm.study.spec import Study
-
-
-def latest_sweep_of(uri: str, study: Study) -> str | None:
-    c = tracking.client(uri)
-    exps = [e.experiment_id for e in c.search_experiments()]
-    if not exps:
-        return None
-    runs = c.search_runs(exps, filter_string=f"{S.sweeps_filter()} and tags.`{S.STUDY_TAG}` = '{study.name}'",
-                         order_by=["attributes.start_time DESC"], max_results=20)
-    # the latest sweep that measured something: a sweep that is still running counts too
-    return next((r.info.run_id for r in runs), None)
 
 
 def previous_durations(uri: str, study: Study) -> tuple[MeasuredDurations | None, str]:
@@ -32,10 +19,12 @@ def previous_durations(uri: str, study: Study) -> tuple[MeasuredDurations | None
         raise UserError(f"no MLflow store at {db or uri}: --dry-run reads the durations of an earlier sweep from it",
                         key="--tracking-uri")
     check_tracking_uri(uri)
-    sweep_id = latest_sweep_of(uri, study)
-    if sweep_id is None:
+    store = MlflowStore(uri)
+    try:
+        sweep_id = store.latest_sweep(study.name)
+    except UserError:
         return None, f"no sweep of study {study.name} in {uri}: the estimate uses the seed's durations"
-    records = MlflowStore(uri).records(sweep_id, study)
+    records = store.records(sweep_id, study)
     measured = measured_durations(records, sweep_id, RUN_OVERHEAD_S)
     if measured is None:
         return None, f"sweep {sweep_id} of study {study.name} has no finished run: the estimate uses the seed's durations"

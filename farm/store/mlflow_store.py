@@ -34,13 +34,15 @@ class MlflowStore:
     def _id(self, sweep_id: str | None) -> str:
         return sweep_id or self.latest_sweep()
 
-    def latest_sweep(self) -> str:
+    def latest_sweep(self, study: str | None = None) -> str:
+        """The newest sweep in the store (of study `study`, when given)."""
         c = tracking.client(self.uri)
         exps = [e.experiment_id for e in c.search_experiments()]
-        runs = c.search_runs(exps, filter_string=S.sweeps_filter(), order_by=["attributes.start_time DESC"],
+        where = S.sweeps_filter() + (f" and tags.`{S.STUDY_TAG}` = '{study}'" if study else "")
+        runs = c.search_runs(exps, filter_string=where, order_by=["attributes.start_time DESC"],
                              max_results=1) if exps else []
         if not runs:
-            raise UserError(f"no sweep in {self.uri}", key="--tracking-uri")
+            raise UserError(f"no sweep{f' of study {study}' if study else ''} in {self.uri}", key="--tracking-uri")
         return runs[0].info.run_id
 
     def sweep(self, sweep_id: str | None = None) -> SweepInfo | None:
