@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = REPO / ".models" / "qwen3.5-35b-a3b-shape"
 MARKER = "farm-model.json"
 # Bump when anything written changes (config fields, tokenizer construction, template).
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 ARCHITECTURE = "Qwen3_5MoeForConditionalGeneration"
 VOCAB_SIZE = 248320  # Qwen3.5's embedding rows (config vocab_size); the tokenizer fills all of them
@@ -504,6 +504,25 @@ def check_shape(config) -> None:
     assert t.vocab_size == VOCAB_SIZE and t.max_position_embeddings >= 32768
 
 
+# SGLang serves Qwen3.5 as the vision-language model it is and loads its processor at start
+# (transformers' Qwen3VLProcessor: an image and a video processor beside the tokenizer); without
+# these two files it stops with "Can't load image processor" (seen on the H200). The values are
+# Qwen3-VL's published ones, which Qwen3.5 shares (16-pixel patches, 2x2 merge, 2 frames).
+_VISION_PREPROCESSING = {"patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
+                         "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
+                         "processor_class": "Qwen3VLProcessor"}
+PREPROCESSOR_CONFIG = {**_VISION_PREPROCESSING, "image_processor_type": "Qwen2VLImageProcessorFast",
+                       "size": {"longest_edge": 16777216, "shortest_edge": 65536}}
+VIDEO_PREPROCESSOR_CONFIG = {**_VISION_PREPROCESSING, "video_processor_type": "Qwen3VLVideoProcessor",
+                             "size": {"longest_edge": 25165824, "shortest_edge": 4096}}
+
+
+def build_processor(directory: Path) -> None:
+    for name, content in (("preprocessor_config.json", PREPROCESSOR_CONFIG),
+                          ("video_preprocessor_config.json", VIDEO_PREPROCESSOR_CONFIG)):
+        (directory / name).write_text(json.dumps(content, indent=2, sort_keys=True) + "\n")
+
+
 def build(directory: Path) -> dict:
     from transformers import AutoConfig, GenerationConfig
 
@@ -524,6 +543,7 @@ def build(directory: Path) -> dict:
     # No sampling defaults: vLLM applies generation_config's, and the real ones are not known here.
     generation = GenerationConfig(eos_token_id=[eos, pad], pad_token_id=pad, bos_token_id=None)
     generation.save_pretrained(str(directory))
+    build_processor(directory)
     check_shape(AutoConfig.from_pretrained(str(directory)))
     return summary
 

@@ -3,7 +3,8 @@
 Flags, log lines and defaults checked against SGLang 0.4.3 to 0.5.x (the seed ran 0.5.9) and the
 source of 0.5.16 (the H200 bundle's); each failure pattern's real log excerpt and its source are in
 tests/fixtures/engine-logs/ (SOURCES.md), the 0.5.16 formats in
-tests/fixtures/engine-logs/sglang-0.5.16-h200-constructed/README.md.
+bench/h200/engine-logs/ (real, from the H200) and
+tests/fixtures/engine-logs/sglang-0.5.16-h200-constructed/README.md (constructed failure lines).
 
 Knobs in SGLang's terms (KNOB_RENDERERS below), and what is particular about them:
 - prefix_caching: the radix cache is on by default and has no "on" flag; off is
@@ -190,6 +191,11 @@ class SGLangEngine(Engine):
         # is a smaller --mem-fraction-static or --cuda-graph-max-bs-decode. An out-of-memory cause above wins.
         FailurePattern(r"Capture (?:cuda graph|prefill CUDA graph) failed: [^\n]*", "engine_failed_to_start",
                        "CUDA graph capture failed"),
+        # transformers' message when the model directory lacks a file SGLang loads at start (seen on
+        # the H200: a vision-language model's preprocessor_config.json); the model, not the flags.
+        FailurePattern(r"OSError: Can't load (?:image processor|video processor|processor|tokenizer|the configuration) "
+                       r"for '[^'\n]*'", "engine_failed_to_start",
+                       "the model directory lacks a file the engine loads"),
         FailurePattern(r"([Aa]ddress already in use|EADDRINUSE)", "port_in_use", "a port was already taken"),
         # A scheduler that dies while it is being built never served; one that dies in its event
         # loop crashed under load.

@@ -5,6 +5,10 @@
 #   bash scripts/h200/device.sh stage            # copy the carried bundle parts into /tmp (one call per ~56 MiB)
 #   bash scripts/h200/device.sh run SECONDS      # install what is complete, start (or keep) the sweep, wait
 #   FARM_H200_GRID=sglang bash scripts/h200/device.sh run SECONDS   # the SGLang grid (engine-sglang bundle)
+#   FARM_H200_GRID=sglang bash scripts/h200/device.sh start-only TRIAL  # one trial's engine start, no runs
+#
+# FARM_H200_FIRST_ONLY=1 runs only the grid's first trials (sweep-job.sh), so a later call can
+# use the GPU for something else without stopping a sweep midway.
 #
 # Bundles: farm-node always; engine-vllm for grid seed and as farm-node's base (farm-node was
 # resolved against it: pydantic, fastapi, ... come from that tree); engine-sglang for grid sglang.
@@ -68,6 +72,30 @@ install_complete() {
   done
 }
 
+engine_facts() {
+  # What the installed engine says of itself, once per machine: its version and every flag it
+  # takes (farm's adapter renders flags; tests/unit/engines check them against this --help).
+  local f="$B/facts/$1"; [ -f "$f/help.txt" ] && return 0
+  mkdir -p "$f"
+  PYTHONPATH="$B/tree/engine-$1" python3 -c "import $1; print($1.__version__)" > "$f/version.txt" 2>&1 || true
+  PYTHONPATH="$B/tree/engine-$1" timeout 120 python3 -m "$1.launch_server" --help > "$f/help.txt" 2>&1 || true
+  echo "$1 $(head -1 "$f/version.txt"): --help $(wc -l < "$f/help.txt") lines"
+}
+
+start_only() {
+  # The trial's engine started as farm's actor starts it (scripts/h200/start-only.py), then stopped.
+  if [ -f "$B/job.pid" ] && kill -0 "$(cat "$B/job.pid")" 2>/dev/null; then
+    echo "a sweep is running: start-only needs the GPU to itself"; snapshot; return 0
+  fi
+  install_complete
+  PYTHONPATH="$REPO:$B/tree/farm-node:$B/tree/engine-vllm" FARM_ENGINE_PYTHONPATH="$B/tree/engine-vllm" \
+    FARM_SGLANG_PYTHONPATH="$B/tree/engine-sglang" FARM_CACHE_DIR="$B/cache" HF_HUB_OFFLINE=1 \
+    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+    timeout 560 python3 "$REPO/scripts/h200/start-only.py" "$REPO/configs/h200-dummy.yaml" \
+    "${FARM_H200_GRID:-seed}" "$1" "$B/start-only/$1" 2>&1 | tail -5
+  snapshot
+}
+
 snapshot() {
   out=${OUT:-$B/out}; mkdir -p "$out"
   if [ -f "$B/store/mlflow.db" ]; then
@@ -79,7 +107,8 @@ snapshot() {
     tar -czf "$out/store.tgz" -C "$B/snap" .
   fi
   cp "$B/sweep.log" "$out/sweep.log" 2>/dev/null || true
-  (cd "$B" && find runs -name engine.log -o -name command.txt | tar -czf "$out/engine-logs.tgz" -T - 2>/dev/null) || true
+  (cd "$B" && find runs start-only -name engine.log -o -name command.txt 2>/dev/null | tar -czf "$out/engine-logs.tgz" -T - 2>/dev/null) || true
+  [ -d "$B/facts" ] && tar -czf "$out/engine-facts.tgz" -C "$B" facts
   { date -u; nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv; du -sh "$B"/* 2>/dev/null; } > "$out/status.txt" 2>&1
 }
 
@@ -94,9 +123,12 @@ run() {
       echo "bundle $name not installed (grid $grid needs ${need[*]}): nothing started"; snapshot; return 0
     fi
   done
-  if [ ! -f "$B/store/mlflow.db" ] && [ -f "$REPO/.h200/store.tgz" ]; then
-    tar -xzf "$REPO/.h200/store.tgz" -C "$B/store"   # resume what an earlier machine measured
-    echo "store restored from .h200/store.tgz (sweep $(cat "$B/store/sweep-id" 2>/dev/null))"
+  [ "$grid" = sglang ] && engine_facts sglang
+  # FARM_H200_STORE: the committed bench/h200/store.tgz when nothing newer needs carrying
+  store_tgz="$REPO/${FARM_H200_STORE:-.h200/store.tgz}"
+  if [ ! -f "$B/store/mlflow.db" ] && [ -f "$store_tgz" ]; then
+    tar -xzf "$store_tgz" -C "$B/store"   # resume what an earlier machine measured
+    echo "store restored from ${store_tgz#"$REPO/"} (sweep $(cat "$B/store/sweep-id" 2>/dev/null))"
   fi
   if [ -f "$B/job.pid" ] && kill -0 "$(cat "$B/job.pid")" 2>/dev/null; then
     echo "sweep already running (pid $(cat "$B/job.pid"))"
@@ -125,5 +157,6 @@ run() {
 case "${1:-}" in
   stage) stage ;;
   run) stage; run "${2:-540}" ;;
-  *) echo "usage: $0 stage | run [SECONDS]" >&2; exit 2 ;;
+  start-only) stage; start_only "${2:?trial name}" ;;
+  *) echo "usage: $0 stage | run [SECONDS] | start-only TRIAL" >&2; exit 2 ;;
 esac

@@ -1,37 +1,49 @@
-"""SGLang 0.5.16's start-up lines on the H200, read into a trial's record: its capacity (mamba
-cache, KV-cache tokens and dtype, the summary line, the effective max_running_requests), the
-phases of its start, and its failure lines.
+"""SGLang 0.5.16 on the H200, from what it printed there (bench/h200/engine-logs/, captured by
+farm's own sweep and by scripts/h200/start-only.py on the weight-free Qwen3.5-35B-A3B): its
+capacity lines read into a trial's record, the phases of its start, its failure lines, and its
+`--help`, against which every flag farm renders for SGLang is checked.
 
-The logs are CONSTRUCTED (tests/fixtures/engine-logs/sglang-0.5.16-h200-constructed/README.md):
-the numbers h200.md quotes from SGLang's log on the H200, in the format strings of SGLang
-0.5.16's source. The GPU session swaps them for the real start-up logs."""
+The failure lines SGLang did not print on the H200 (out of memory, bad arguments) stay in the
+constructed excerpts of tests/fixtures/engine-logs/sglang-0.5.16-h200-constructed/."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from farm.engines import get_engine
+from farm.study.grid import expand
+from farm.study.load import load_study
 
-LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "engine-logs" / "sglang-0.5.16-h200-constructed"
-DEFAULT = LOGS / "sglang-0.5.16-default.log"
-MRR512 = LOGS / "sglang-0.5.16-max-running-512.log"
-MRR512_NO_RADIX = LOGS / "sglang-0.5.16-max-running-512-radix-off.log"
+ROOT = Path(__file__).resolve().parents[3]
+H200 = ROOT / "bench" / "h200" / "engine-logs"
+CONSTRUCTED = ROOT / "tests" / "fixtures" / "engine-logs" / "sglang-0.5.16-h200-constructed"
+HELP = ROOT / "tests" / "fixtures" / "engine-facts" / "sglang-0.5.16-help.txt"
+DEFAULT = H200 / "sglang-0.5.16-default-dummy-cold-start.log"
+MRR512 = H200 / "sglang-0.5.16-max-running-512-dummy-warm-start.log"
+FP8 = H200 / "sglang-0.5.16-fp8-dummy-warm-start.log"
+MRR512_NO_RADIX = H200 / "sglang-0.5.16-max-running-512-radix-off-dummy-start-stopped.log"
+NO_PROCESSOR = H200 / "sglang-0.5.16-no-image-processor.log"
 sglang = get_engine("sglang")
 
 
 @pytest.mark.parametrize("log, expected", [
-    (DEFAULT, {"mamba_cache_size": 416, "kv_cache_tokens": 1_454_242, "max_total_num_tokens": 1_454_242,
+    (DEFAULT, {"mamba_cache_size": 398, "kv_cache_tokens": 1_392_614, "max_total_num_tokens": 1_392_614,
                "kv_cache_torch_dtype": "bfloat16", "kv_cache_dtype": "auto", "max_batched_tokens": 8192,
-               "max_prefill_tokens": 16384, "max_running_requests": 83, "max_model_len": 32768,
-               "prefix_caching": True, "cuda_graph": True, "cuda_graph_max_size": 83}),
-    # asked 512 with the radix cache on: SGLang caps it to what 416 mamba slots allow
-    (MRR512, {"mamba_cache_size": 416, "max_running_requests": 83, "max_running_requests_requested": 512,
+               "max_prefill_tokens": 16384, "max_running_requests": 79, "max_model_len": 32768,
+               "prefix_caching": True, "cuda_graph": True, "cuda_graph_max_size": 79}),
+    # asked 512 with the radix cache on: SGLang caps it to what its 398 mamba slots allow
+    (MRR512, {"mamba_cache_size": 398, "max_running_requests": 79, "max_running_requests_requested": 512,
               "prefix_caching": True}),
-    # with the radix cache off, the mamba cache is sized from --max-running-requests: 512 run
-    (MRR512_NO_RADIX, {"mamba_cache_size": 512, "max_running_requests": 512, "prefix_caching": False,
-                       "cuda_graph_max_size": 512}),
+    # FP8 weights leave more memory to the caches: 643 mamba slots, 128 requests, 2.25 M KV tokens
+    (FP8, {"mamba_cache_size": 643, "kv_cache_tokens": 2_248_855, "max_running_requests": 128,
+           "quantization": "fp8", "cuda_graph_max_size": 128}),
+    # with the radix cache off the mamba cache is sized from --max-running-requests (512); the
+    # start was stopped in its CUDA-graph capture, before the summary line
+    (MRR512_NO_RADIX, {"mamba_cache_size": 512, "kv_cache_tokens": 1_034_198, "prefix_caching": False,
+                       "cuda_graph_max_size": 256, "max_running_requests": None}),
 ])
 def test_capacity_lines(log, expected):
     got = sglang.reported_capacity(log.read_text())
@@ -42,14 +54,18 @@ def test_capacity_lines(log, expected):
 
 def test_kv_cache_memory_and_concurrency_at_max_len():
     got = sglang.reported_capacity(DEFAULT.read_text())
-    assert got["kv_cache_memory_gib"] == 27.74 and got["mamba_cache_memory_gib"] == 18.67
-    assert got["max_concurrency_at_max_len"] == round(1_454_242 / 32768, 2)
-    assert got["cuda_graph_sizes"][:4] == [1, 2, 4, 8]
+    assert got["kv_cache_memory_gib"] == 26.56 and got["mamba_cache_memory_gib"] == 23.93
+    assert got["max_concurrency_at_max_len"] == round(1_392_614 / 32768, 2)
+    assert got["cuda_graph_sizes"][:4] == [1, 2, 4, 8] and got["cuda_graph_sizes"][-1] == 79
 
 
 def test_start_up_phases():
+    # The cold start's two minutes went to capturing prefill CUDA graphs; the warm ones took 22-41 s.
     assert sglang.reported_startup(DEFAULT.read_text()) == {
-        "model_memory_gib": 66.81, "model_load_s": 1.02, "cuda_graph_capture_s": 28.13, "cuda_graph_memory_gib": 1.21}
+        "model_memory_gib": 65.67, "model_load_s": 0.35, "cuda_graph_capture_s": 11.7, "cuda_graph_memory_gib": 0.15,
+        "prefill_cuda_graph_capture_s": 121.73}
+    assert sglang.reported_startup(MRR512.read_text())["prefill_cuda_graph_capture_s"] == 22.0
+    assert sglang.reported_startup(FP8.read_text())["model_memory_gib"] == 34.66
 
 
 def test_the_older_formats_still_read():
@@ -60,16 +76,19 @@ def test_the_older_formats_still_read():
     assert got["kv_cache_tokens"] == 1000 and got["kv_cache_memory_gib"] == 2.0 and got["cuda_graph_sizes"] == [1, 2, 4]
 
 
-@pytest.mark.parametrize("name, status, needle", [
-    ("sglang-0.5.16-default.log", None, None),
-    ("sglang-0.5.16-max-running-512.log", None, None),
-    ("sglang-0.5.16-max-running-512-radix-off.log", None, None),
-    ("sglang-0.5.16-not-enough-memory.log", "oom", "Please try to increase --mem-fraction-static"),
-    ("sglang-0.5.16-invalid-attention-backend.log", "invalid_flags", "invalid choice: 'FLASH_ATTN'"),
-    ("sglang-0.5.16-unrecognized-arguments.log", "invalid_flags", "--gdn-prefill-backend=triton"),
+@pytest.mark.parametrize("log, status, needle", [
+    (DEFAULT, None, None),
+    (MRR512, None, None),
+    (FP8, None, None),
+    (MRR512_NO_RADIX, None, None),
+    # the first start on the H200: the shape model had no preprocessor_config.json yet
+    (NO_PROCESSOR, "engine_failed_to_start", "Can't load image processor for '/tmp/farm-h200/src/.models/"),
+    (CONSTRUCTED / "sglang-0.5.16-not-enough-memory.log", "oom", "Please try to increase --mem-fraction-static"),
+    (CONSTRUCTED / "sglang-0.5.16-invalid-attention-backend.log", "invalid_flags", "invalid choice: 'FLASH_ATTN'"),
+    (CONSTRUCTED / "sglang-0.5.16-unrecognized-arguments.log", "invalid_flags", "--gdn-prefill-backend=triton"),
 ])
-def test_failure_lines(name, status, needle):
-    failure = sglang.classify((LOGS / name).read_text())
+def test_failure_lines(log, status, needle):
+    failure = sglang.classify(log.read_text())
     if status is None:
         assert failure is None
     else:
@@ -86,3 +105,50 @@ def test_failure_lines_of_0_5_16_source(line, status):
     # The messages as SGLang 0.5.16's source raises them (kv_cache_configurator.py:1645,
     # decode_cuda_graph_runner.py:410); an out-of-memory cause wins over the capture failure.
     assert sglang.classify(f"[2026-12-01 10:00:12] {line}\n").status == status
+
+
+# -- every flag farm gives SGLang exists in the H200 bundle's SGLang ------------------------
+
+def _help_options() -> set[str]:
+    return set(re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", HELP.read_text()))
+
+
+def _study_flags() -> dict[str, str]:
+    """Every --flag of every SGLang trial in the studies' grids -> one trial that renders it."""
+    seen: dict[str, str] = {}
+    for config in ("configs/h200-dummy.yaml", "configs/qwen3.5-35b-a3b-h200.yaml"):
+        study = load_study(ROOT / config)
+        for grid in study.grids:
+            for t in expand(study, grid):
+                if t.engine != "sglang":
+                    continue
+                for arg in sglang.serve_args(t):
+                    if arg.startswith("--"):
+                        seen.setdefault(arg.partition("=")[0], f"{config} grid {grid}: {t.label}")
+    return seen
+
+
+def test_the_help_is_sglang_0_5_16s():
+    text = HELP.read_text()
+    assert "usage: sglang serve" in text and "--max-running-requests" in text and len(_help_options()) > 300
+
+
+def test_every_flag_the_studies_render_is_in_sglang_help():
+    options = _help_options()
+    flags = _study_flags()
+    assert {"--model-path", "--load-format", "--max-running-requests", "--disable-radix-cache",
+            "--quantization", "--kv-cache-dtype", "--tp-size"} <= set(flags)
+    missing = {f: where for f, where in flags.items() if f not in options}
+    assert missing == {}
+
+
+@pytest.mark.parametrize("knob, value", [
+    ("quantization", "fp8"), ("prefix_caching", False), ("kv_cache_dtype", "fp8"), ("max_running_requests", 256),
+    ("max_batched_tokens", 16384), ("gpu_memory_fraction", 0.85), ("cuda_graph", False), ("tensor_parallel", 2),
+    ("data_parallel", 2), ("expert_parallel", True), ("max_model_len", 32768), ("scheduling_policy", "lpm"),
+    ("kv_offload", 16),
+])
+def test_every_knob_renders_flags_sglang_knows(knob, value):
+    knobs = {knob: value, **({"tensor_parallel": 2} if knob == "expert_parallel" else {})}
+    rendered = sglang.render_knobs(knobs)
+    assert rendered and {f"--{name}" for name in rendered} <= _help_options()

@@ -16,7 +16,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "scripts" / "make-shape-model.py"
-FILES = {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "farm-model.json"}
+FILES = {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "farm-model.json",
+         "preprocessor_config.json", "video_preprocessor_config.json"}
 
 ENGLISH = (
     "Large language models are served on clusters of GPUs. The benchmark sends thousands of requests, "
@@ -61,6 +62,16 @@ def test_only_config_generation_config_tokenizer_and_marker(model_dir):
     assert not model_dir.with_name(model_dir.name + ".tmp").exists()
     size = sum(p.stat().st_size for p in model_dir.iterdir())
     assert size < 16e6, f"{size / 1e6:.1f} MB: the directory travels to the GPU machine in a 64 MiB budget"
+
+
+def test_the_vision_processor_files_sglang_loads_at_start(model_dir):
+    # SGLang 0.5.16 stopped on the H200 with "Can't load image processor" without them.
+    image = json.loads((model_dir / "preprocessor_config.json").read_text())
+    video = json.loads((model_dir / "video_preprocessor_config.json").read_text())
+    assert image["processor_class"] == video["processor_class"] == "Qwen3VLProcessor"
+    assert image["image_processor_type"].startswith("Qwen2VLImageProcessor")
+    assert video["video_processor_type"] == "Qwen3VLVideoProcessor"
+    assert (image["patch_size"], image["merge_size"], image["temporal_patch_size"]) == (16, 2, 2)
 
 
 def test_config_is_qwen3_5_moe_of_the_real_shape(config):
