@@ -221,6 +221,8 @@ class Results(_Strict):
     study: str | None = Field(default=None, description="Study name, when the runs come from a farm sweep.")
     grid: str | None = Field(default=None, description="Grid name, when the runs come from a farm sweep.")
     sweep_id: str | None = Field(default=None, description="Sweep id, when the runs come from a farm sweep.")
+    sweeps: list[str] = Field(default_factory=list,
+                              description="Every sweep the runs come from, when several are reported as one.")
     engine_versions: dict[str, str] = Field(default_factory=dict, description="Engine -> version string.")
 
     def profiles_with_runs(self) -> list[str]:
@@ -283,6 +285,7 @@ class _FileResults(BaseModel):
     study: StrictStr | None = None
     grid: StrictStr | None = None
     sweep_id: StrictStr | None = None
+    sweeps: list[StrictStr] = Field(default_factory=list)
     engine_versions: dict[str, StrictStr] = Field(default_factory=dict)
     schema_version: StrictInt | None = None
 
@@ -376,7 +379,7 @@ def results_from_data(data: Any, source: str) -> Results:
             provenance=run.provenance,
             limits=run.limits,
         ))
-    _check_trial_ids(records, source)
+    check_trial_ids(records, source)
     return Results(
         source=source,
         profiles=profiles,
@@ -385,11 +388,12 @@ def results_from_data(data: Any, source: str) -> Results:
         study=parsed.study,
         grid=parsed.grid,
         sweep_id=parsed.sweep_id,
+        sweeps=list(parsed.sweeps),
         engine_versions=dict(parsed.engine_versions),
     )
 
 
-def _check_trial_ids(records: list[RunRecord], source: str) -> None:
+def check_trial_ids(records: list[RunRecord], source: str) -> None:
     """One trial id must mean one server: otherwise its runs would be averaged across configurations."""
     key_of: dict[str, ConfigKey] = {}
     for i, rec in enumerate(records):
@@ -416,6 +420,7 @@ def results_to_data(results: Results) -> dict[str, Any]:
         "study": results.study,
         "grid": results.grid,
         "sweep_id": results.sweep_id,
+        "sweeps": results.sweeps or None,
         "primary_profile": results.primary_profile,
         "engine_versions": results.engine_versions or None,
     }

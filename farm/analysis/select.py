@@ -56,6 +56,7 @@ from farm.analysis.selection.rules import (
     pct_text,
 )
 from farm.analysis.selection.stepwise import _best, stepwise
+from farm.analysis.selection.engines import engine_matchups
 from farm.errors import UserError
 
 # What the rest of farm imports from here (the pieces live in farm.analysis.selection).
@@ -97,6 +98,7 @@ def select(results: Results, settings: SelectionSettings, strategy: str = "best"
     comparison, unmeasured = compare(table, results, baseline, recommended, settings.alpha, metric) if baseline else ([], [])
     comparison_profile = settings.engine_comparison_profile or primary
     engines, lead = engine_comparison(table, settings, comparison_profile)
+    matchups = engine_matchups(table, settings, results.profiles_with_runs(), metric)
     return Selection(
         strategy=strategy, metric=metric, primary_profile=primary, engine_comparison_profile=comparison_profile,
         min_success_rate=settings.min_success_rate,
@@ -104,7 +106,7 @@ def select(results: Results, settings: SelectionSettings, strategy: str = "best"
         baseline=_chosen(table, baseline, settings) if baseline else None,
         best_trial=best.trial, stepwise_trial=step_choice, step_grid=settings.step_grid if steps else None,
         trials=_trial_rows(table, 1 - settings.alpha), comparison=comparison, unmeasured=unmeasured,
-        engines=engines, engine_lead=lead, steps=steps,
+        engines=engines, engine_lead=lead, engine_matchups=matchups, steps=steps,
         alpha=settings.alpha, sequential=settings.sequential, verdicts=verdicts,
         cross_profile=cross_profile(table, results, settings, baseline, verdicts, metric),
         nodes=node_check(table, settings, baseline, metric), pareto=pareto(table, metric),

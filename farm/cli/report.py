@@ -1,4 +1,4 @@
-"""`farm report SWEEP_ID`: the sweep's report, rebuilt from what MLflow stored."""
+"""`farm report SWEEP_ID...`: a sweep's report (or several sweeps' together), rebuilt from what MLflow stored."""
 
 from __future__ import annotations
 
@@ -12,14 +12,19 @@ from farm.errors import UserError
 
 
 @click.command("report")
-@click.argument("sweep_id", type=opt.SWEEP_ID)
+@click.argument("sweep_ids", metavar="SWEEP_ID...", nargs=-1, required=True, type=opt.SWEEP_ID)
 @click.option("--tracking-uri", type=opt.TRACKING_URI, default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
 @click.option("--strategy", type=click.Choice(["best", "stepwise"]), default="best", show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
 @click.option("--out", "out", type=opt.DIRECTORY, default=None, metavar="DIR", help="Also write report.md, results.json and plots into DIR.")
-def report(sweep_id: str, tracking_uri: str | None, strategy: str, fmt: str, out: str | None) -> None:
-    """Selection and report of a stored sweep; no engine runs."""
+def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, fmt: str, out: str | None) -> None:
+    """Selection and report of a stored sweep; no engine runs.
+
+    Several sweeps of one study (one grid per engine, say) are reported as one: the first one's
+    study and grid lead, and its engine comparison sets every engine's trials side by side.
+    """
     # Imported when the command runs, so that `farm --help` and the other commands skip mlflow, ray, scipy.
+    from farm.analysis.merge import merge_results
     from farm.report import render
     from farm.run.preflight import check_store_to_read
     from farm.run.sweep_report import build_from_records
@@ -29,15 +34,25 @@ def report(sweep_id: str, tracking_uri: str | None, strategy: str, fmt: str, out
     uri = tracking_uri or default_tracking_uri()
     check_store_to_read(uri)
     store = MlflowStore(uri)
-    info = store.sweep(sweep_id)
-    if info is None:
-        raise UserError(f"no sweep with id '{sweep_id}' in {uri}", key="SWEEP_ID")
-    study = store.study(sweep_id)
-    if study is None:
-        raise UserError(f"no study stored with the sweep (sweep/study.yaml in {uri})", key=f"sweep {sweep_id}")
-    records = store.records(sweep_id, study)
+    if len(set(sweep_ids)) != len(sweep_ids):
+        raise UserError("a sweep is named twice", key="SWEEP_ID")
+    parts, infos, study = [], [], None
+    for sweep_id in sweep_ids:
+        info = store.sweep(sweep_id)
+        if info is None:
+            raise UserError(f"no sweep with id '{sweep_id}' in {uri}", key="SWEEP_ID")
+        stored = store.study(sweep_id)
+        if stored is None:
+            raise UserError(f"no study stored with the sweep (sweep/study.yaml in {uri})", key=f"sweep {sweep_id}")
+        # The first sweep's study judges them all; an engine it does not know is judged by the
+        # spec of the sweep that ran it (its required flags tell its default trial).
+        study = stored if study is None else study.model_copy(
+            update={"engines": {**stored.engines, **study.engines}})
+        infos.append(info)
+        parts.append(store.records(sweep_id, stored))
+    records = merge_results(parts)
     with tempfile.TemporaryDirectory() as tmp:
-        rep, why, _ = build_from_records(study, info.grid, records, Path(out) if out else Path(tmp), strategy=strategy)
+        rep, why, _ = build_from_records(study, infos[0].grid, records, Path(out) if out else Path(tmp), strategy=strategy)
     if rep is None:
-        raise UserError(why or "no report", key=f"sweep {sweep_id}")
+        raise UserError(why or "no report", key=f"sweep {' '.join(sweep_ids)}")
     click.echo(render(rep, fmt), nl=False)

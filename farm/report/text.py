@@ -19,6 +19,7 @@ from farm.errors import UserError
 from farm.report.checks import _fmt_pct, interval_text
 from farm.report.cost import gpu_time_section
 from farm.report.doc import Doc as _Doc
+from farm.report.engines import engine_matchups_section
 from farm.report.models import RATE_TOLERANCE, Report
 
 # --------------------------------------------------------------------------------------
@@ -49,6 +50,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "unmeasured": [u.model_dump() for u in sel.unmeasured],
         "engines": [e.model_dump() for e in sel.engines],
         "engine_lead": sel.engine_lead.model_dump() if sel.engine_lead else None,
+        "engine_matchups": [m.model_dump() for m in sel.engine_matchups],
         "steps": [s.model_dump() for s in sel.steps],
         "warnings": [w.model_dump(include={"code", "trial", "profile", "message"}) for w in report.warnings],
         "rate_analysis": report.rate_analysis.model_dump() if report.rate_analysis else None,
@@ -559,7 +561,8 @@ def render(report: Report, fmt: str = "text") -> str:
     doc = _Doc(markdown=fmt == "markdown")
     doc.title(report.title)
     sections: list[Callable[[_Doc, Report], None]] = [_conclusion, _checks, _cross, _evidence, _rates, _conditions,
-                                                      _provenance, gpu_time_section, _reference, _engines, _limits, _steps, _trials,
+                                                      _provenance, gpu_time_section, _reference, _engines,
+                                                      engine_matchups_section, _limits, _steps, _trials,
                                                       _nodes]
     for section in sections + ([_runs] if doc.md else []):
         section(doc, report)

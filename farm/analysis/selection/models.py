@@ -264,6 +264,21 @@ class EngineLead(_Strict):
         "verdict may then say more about a default than about the engines."))
 
 
+class EngineMatchup(_Strict):
+    """The fastest engine against the next on one profile, both at defaults or both at their best."""
+
+    profile: str
+    at: Literal["defaults", "best"]
+    leader: str
+    runner_up: str
+    leader_trial: str
+    runner_up_trial: str
+    leader_tps: float
+    runner_up_tps: float
+    diff: "DiffStat" = Field(description="Leader against runner-up; an interval where both ran at least twice.")
+    limits_apart: list[str] = Field(default_factory=list, description="Effective limits on which the two clearly differ.")
+
+
 Verdict = Literal["kept", "rejected", "not_eligible", "not_measured", "skipped"]
 
 
@@ -387,6 +402,8 @@ class Selection(_Strict):
     unmeasured: list[Unmeasured]
     engines: list[EngineRow]
     engine_lead: EngineLead | None
+    engine_matchups: list[EngineMatchup] = Field(
+        default_factory=list, description="Engine against engine on every profile, at defaults and at their best.")
     steps: list[StepRow]
     alpha: float = Field(default=FAMILY_ALPHA, description="Significance level of the verdicts.")
     sequential: bool = Field(default=False, description="Runs from `--repeats auto`: alpha is per look.")
