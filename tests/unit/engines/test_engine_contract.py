@@ -188,3 +188,13 @@ def test_knobs_and_counters_start_empty(engine):
     assert engine.render_knobs({}) == {}
     assert engine.parse_counters("") == {}
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in engine.counters.items())
+
+
+@pytest.mark.parametrize("name", ["vllm", "sglang"])
+def test_a_gpu_engine_keeps_its_compile_caches_in_the_node_cache(name):
+    # A second start of a configuration on a node skips compiling only if the caches outlive the
+    # trial: every one of them lives under farm's per-node cache directory.
+    root = Path("/tmp/farm-cache/compile")
+    caches = get_engine(name).cache_env(root)  # type: ignore[arg-type]
+    assert caches and all(Path(p).is_relative_to(root) for p in caches.values())
+    assert len(set(caches.values())) == len(caches)
