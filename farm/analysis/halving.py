@@ -38,11 +38,11 @@ from farm.analysis.stats import relative_difference
 from farm.study.repeats import FAMILY_ALPHA
 
 ETA = 3                 # each rung aims to keep about 1 / ETA of the trials (the budget share enforces it)
-MAX_RUNGS = 4
+MAX_RUNGS = 3           # more rungs spend more on the middle ones than they save (bench/search.py)
 MIN_REQUESTS = 8        # a rung's run is never shorter than this many requests
-RUNG_REPEATS = 2        # repeats on the primary profile before the last rung: the least a test needs
+RUNG_REPEATS = 3        # repeats on the primary profile before the last rung: with 2, a t-test has one degree of freedom and stops nothing
 FINAL_REPEATS = 3       # repeats of the last rung unless the study asks for more
-RUNG_MARK = "~r"        # a rung's profile name: `<profile>~r<rung>` (the last rung uses the profiles' own names)
+RUNG_MARK = ".rung"     # a rung's profile name: `<profile>.rung<N>` (MLflow metric names allow no `~`) (the last rung uses the profiles' own names)
 
 
 class _Strict(BaseModel):
@@ -103,8 +103,9 @@ class Priors(_Strict):
     """Durations assumed before anything was measured (the grid estimate's: farm/study/grid.py)."""
 
     start_s: float = Field(description="Seconds from launch to ready, plus farm's own per trial.")
-    run_s: dict[str, float] = Field(description="Study profile -> seconds of one full-length run, overhead included.")
+    run_s: dict[str, float] = Field(description="Study profile -> seconds of one full-length run, without the overhead.")
     full_requests: dict[str, int] = Field(description="Study profile -> its requests.")
+    run_overhead_s: float = Field(default=15.0, description="Seconds of each run beyond the benchmark (client start, report).")
 
 
 def rung_profile(profile: str, rung: Rung) -> str:
@@ -196,11 +197,12 @@ def _median(xs: Sequence[float]) -> float:
 
 
 def rung_cost(rung: Rung, gpus: int, rungs: Sequence[Rung], observed: Mapping[str, Observed], priors: Priors) -> float:
-    """Estimated GPU-hours of one trial at `rung`, from what the rungs before it measured (their
-    seconds per request, scaled up to this rung's requests: a run's fixed overhead is scaled with
-    it, so the estimate errs high), else from the priors."""
+    """Estimated GPU-hours of one trial at `rung`, from what the rungs before it measured (a run is
+    the prior overhead plus seconds per request; never less than a shorter rung's run took), else
+    from the priors."""
     before = {r.index: r for r in rungs if r.index < rung.index}
     per_request: dict[str, list[float]] = {}
+    shortest: dict[str, list[float]] = {}
     starts: list[float] = []
     for obs in observed.values():
         for idx, runs in obs.run_s.items():
@@ -211,17 +213,19 @@ def rung_cost(rung: Rung, gpus: int, rungs: Sequence[Rung], observed: Mapping[st
                 req = before[idx].requests.get(name)
                 total += sum(secs)
                 if req:
-                    per_request.setdefault(study_profile(name), []).extend(s / req for s in secs)
+                    per_request.setdefault(study_profile(name), []).extend(
+                        max(0.0, s - priors.run_overhead_s) / req for s in secs)
+                    shortest.setdefault(study_profile(name), []).extend(secs)
             if idx in obs.wall_s:
                 starts.append(max(0.0, obs.wall_s[idx] - total))
-    start = max(_median(starts), 0.0) if starts else priors.start_s
+    start = max(starts) if starts else priors.start_s
     seconds = start
     for name, profile in rung.profiles.items():
         req = rung.requests[name]
         if per_request.get(profile):
-            one = _median(per_request[profile]) * req
+            one = max(priors.run_overhead_s + max(per_request[profile]) * req, max(shortest[profile]))
         else:
-            one = priors.run_s.get(profile, 600.0) * req / max(priors.full_requests.get(profile, req), 1)
+            one = priors.run_overhead_s + priors.run_s.get(profile, 600.0) * req / max(priors.full_requests.get(profile, req), 1)
         seconds += rung.repeats * one
     return seconds * max(gpus, 1) / 3600
 
@@ -309,7 +313,7 @@ WALL_KEY = "halving_wall_s"   # TrialResult.engine_reported: rung -> seconds tha
 
 
 def rung_study(study: "Study", rungs: Sequence[Rung]) -> "Study":
-    """The study with each rung's shortened profiles added (`<profile>~r<rung>`), so that records,
+    """The study with each rung's shortened profiles added (`<profile>.rung<N>`), so that records,
     selection and the report know the profiles the early rungs ran."""
     extra = {}
     for rung in rungs:
@@ -337,7 +341,7 @@ def observe(results: Sequence["TrialResult"], rungs: Sequence[Rung], min_success
     for res in results:
         obs = Observed(gpus=res.trial.gpus)
         walls = {int(k): float(v) for k, v in (res.engine_reported.get(WALL_KEY) or {}).items()}
-        if not walls and res.started_at and res.finished_at:
+        if not walls and res.started_at is not None and res.finished_at is not None:
             walls = {1: res.finished_at - res.started_at}
         obs.wall_s = walls
         obs.ran = sorted(set(walls) | {r.pass_index for r in res.runs})
@@ -345,7 +349,7 @@ def observe(results: Sequence["TrialResult"], rungs: Sequence[Rung], min_success
             rung = by_index.get(run.pass_index)
             if rung is None or run.profile not in rung.profiles:
                 continue
-            if run.started_at and run.finished_at:
+            if run.started_at is not None and run.finished_at is not None:
                 obs.run_s.setdefault(rung.index, {}).setdefault(run.profile, []).append(run.finished_at - run.started_at)
             if run.profile != rung.primary:
                 continue
@@ -369,9 +373,9 @@ def merge_rung(previous: "TrialResult", new: "TrialResult", rung: Rung) -> "Tria
     added = [r.model_copy(update={"repeat": offset + r.repeat, "pass_index": rung.index, "node": r.node or new.node})
              for r in new.runs]
     walls = dict(previous.engine_reported.get(WALL_KEY) or {})
-    if not walls and previous.started_at and previous.finished_at:
+    if not walls and previous.started_at is not None and previous.finished_at is not None:
         walls["1"] = previous.finished_at - previous.started_at
-    if new.started_at and new.finished_at:
+    if new.started_at is not None and new.finished_at is not None:
         walls[str(rung.index)] = new.finished_at - new.started_at
     profiles = list(previous.trial.profiles) + [p for p in new.trial.profiles if p not in previous.trial.profiles]
     update = {"runs": previous.runs + added, "finished_at": new.finished_at or previous.finished_at,

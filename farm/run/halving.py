@@ -5,7 +5,7 @@ planner, computed from what MLflow holds, so `--resume SWEEP_ID` continues at th
 results say the sweep stands at. Each trial stays one MLflow child run: rung 1 is logged by its
 actor (the trial's first pass), a later rung is appended to it by the driver (its runs carry the
 rung as their pass, files under `files/pass-N`). The early rungs' runs carry shortened profile
-names (`<profile>~r<rung>`), so the final selection, on the study's own profiles, judges the last
+names (`<profile>.rung<N>`), so the final selection, on the study's own profiles, judges the last
 rung alone. What each rung spent and why each trial stopped go to the sweep's run as
 `halving.md` and into its description's tags.
 """
@@ -30,9 +30,10 @@ def priors(study: Study, grid: str, trials: list[Trial]) -> halving.Priors:
     """The grid estimate's durations (farm/study/grid.py): the seed's seconds per profile, else the
     profile's max_seconds, plus the per-run overhead; the slowest engine's start."""
     profiles = study.grid_profiles(grid)
-    run_s = {p: SEED_PROFILE_SECONDS.get(p, study.profiles[p].max_seconds or 600.0) + RUN_OVERHEAD_S for p in profiles}
+    run_s = {p: SEED_PROFILE_SECONDS.get(p, study.profiles[p].max_seconds or 600.0) for p in profiles}
     start = max((get_engine(t.engine).start_overhead_s for t in trials), default=30.0)
-    return halving.Priors(start_s=start, run_s=run_s, full_requests={p: study.profiles[p].requests for p in profiles})
+    return halving.Priors(start_s=start, run_s=run_s, full_requests={p: study.profiles[p].requests for p in profiles},
+                          run_overhead_s=RUN_OVERHEAD_S)
 
 
 def rung_trial(trial: Trial, rung: halving.Rung) -> Trial:

@@ -46,3 +46,47 @@ def fit_line(p: FitPrediction | None) -> str:
         return f"memory: pruned: does not fit: {p.reason}"
     return (f"memory: fits, ~{p.kv_cache_tokens:,} KV-cache tokens predicted (per GPU: weights {p.weights_gib} GiB, "
             f"reserve {p.reserve_gib} GiB, KV cache {p.kv_cache_gib} GiB of {p.usable_gib} GiB)")
+
+
+def check_lines(study: Study, results: list) -> tuple[list[str], dict[str, dict[str, str]]]:
+    """The predictor's error on this sweep's trials: predicted vs reported KV-cache tokens, one line
+    each, and the tags that record both on each trial's child run."""
+    from farm.analysis.memory_fit import prediction_error
+
+    preds = predictions(study, [r.trial for r in results])
+    lines, tags, errors = [], {}, []
+    for r in results:
+        p = preds.get(r.trial.id)
+        reported = r.engine_reported.get("kv_cache_tokens")
+        if p is None:
+            continue
+        err = prediction_error(p.kv_cache_tokens, reported if isinstance(reported, int) else None)
+        tags[r.trial.id] = {"farm.kv_tokens_predicted": str(p.kv_cache_tokens),
+                            **({"farm.kv_tokens_reported": str(reported)} if reported else {}),
+                            **({"farm.kv_tokens_error_pct": f"{err * 100:+.2f}"} if err is not None else {})}
+        if err is not None:
+            errors.append(abs(err))
+            lines.append(f"  {r.trial.label}: predicted {p.kv_cache_tokens:,}, reported {reported:,} ({err * 100:+.2f} %)")
+    if lines:
+        lines.insert(0, f"memory-fit predictor, KV-cache tokens: largest error {max(errors) * 100:.2f} % over "
+                        f"{len(errors)} trial(s)")
+    return lines, tags
+
+
+def record_check(uri: str, sweep_id: str, study: Study, results: list) -> list[str]:
+    """Tag each trial's child run with its predicted (and reported) KV-cache tokens; the lines
+    go to the sweep's run as `memory_fit.md`."""
+    from farm.store import tracking
+
+    lines, tags = check_lines(study, results)
+    if not tags:
+        return []
+    runs = tracking.trial_run_ids(uri, sweep_id)
+    c = tracking.client(uri)
+    for trial, values in tags.items():
+        if trial in runs:
+            for k, v in values.items():
+                c.set_tag(runs[trial], k, v)
+    if lines:
+        c.log_text(sweep_id, "\n".join(lines) + "\n", "memory_fit.md")
+    return lines

@@ -323,6 +323,10 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
     from farm.run.sweep_report import finish  # mlflow, as above
 
     pending = [t for t in trials if t.id not in {r.trial.id for r in outcome.results}]
+    from farm.run.memory import record_check  # predicted vs reported KV-cache tokens, where a model exists
+
+    for line in record_check(uri, outcome.sweep_id, study, outcome.results):
+        console.print(line, markup=False)
     if strategy == "halving":  # a stopped trial is an answer, not a pending one; the rungs' profiles join the study
         from farm.analysis.halving import rung_study, study_rungs, summary_lines
 
