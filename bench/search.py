@@ -12,7 +12,7 @@ stops on a local optimum.
 
 Measurements are SIMULATED, not run: each run's total tok/s is the landscape's value times
 log-normal noise (1.5 % on a full-length run, growing as 1/sqrt(requests) on the shorter runs of
-the early rungs), and each trial's wall time is an engine start (103 s: vLLM on the H200 with its compile cache kept;
+the early rungs), and each trial's wall time is an engine start (103 s: the H200 engine start with its compile cache kept;
 `--start-s`) plus, per run, 15 s of
 overhead and the profile's seconds scaled by its requests. Halving is farm's own pure planner
 (farm/analysis/halving.py: `next_rung`, its rungs, its alpha, its budget rule) driven by those
@@ -45,7 +45,7 @@ from farm.analysis.stats import relative_difference  # noqa: E402
 # The seed's four profiles at its sizes and its measured run seconds (farm/study/grid.py), chat primary.
 PROFILES = {"chat": 1000, "throughput": 1000, "long_context": 100, "generation_heavy": 200}
 RUN_SECONDS = {"chat": 124.99, "throughput": 40.37, "long_context": 73.72, "generation_heavy": 57.74}
-# vLLM's start on the H200 with its compile cache kept (103 s, ../shared/reference/h200.md); --start-s 250: cold
+# The engine start on the H200 with its compile cache kept (103 s, ../shared/reference/h200.md); --start-s 250: cold
 START_S, OVERHEAD_S = 103.0, 15.0
 NOISE_FULL = 0.015
 FULL_REPEATS = 3
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--budget-share", type=float, default=0.30)
-    ap.add_argument("--start-s", type=float, default=START_S, help="engine start seconds (250: a cold vLLM start)")
+    ap.add_argument("--start-s", type=float, default=START_S, help="engine start seconds (250: a cold start on the H200)")
     args = ap.parse_args(argv)
     globals()["START_S"] = args.start_s
     configs = {name(dict(zip(KNOBS, vs))): dict(zip(KNOBS, vs)) for vs in itertools.product(*KNOBS.values())}

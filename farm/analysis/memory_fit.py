@@ -11,7 +11,7 @@ parallelism splits weights and KV heads; data parallelism makes replicas (their 
 the engines' logs do); expert parallelism spreads the experts over every GPU of the trial.
 
 A trial whose KV cache would be empty, or too small for one request of `max_model_len`, does not
-fit: the engine would refuse to start (vLLM: "not enough KV-cache memory for max-model-len").
+fit: the engine would refuse to start (its log: not enough KV-cache memory for max-model-len).
 The predictor's error is measured, not assumed: every trial records its prediction beside what its
 engine reported (`kv_cache_tokens`), and `prediction_error` says by how much they differ.
 """
