@@ -81,7 +81,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     mode = "json" if as_json else "quiet" if quiet else "normal"
     # The effective repeats and budget travel with the study (its MLflow snapshot, the report's alpha).
     study = study.model_copy(update={k: v for k, v in (("repeats", repeats), ("max_runs", run_budget)) if v is not None})
-    study = _with_strategy(study, strategy, budget, address=address, repeats=repeats, only=only)
+    study = _with_strategy(study, strategy, budget, repeats=repeats, only=only)
     trials = expand(study, grid)
     selected = select_trials(trials, only, key="--trial") if only else None
     if dry_run:
@@ -112,7 +112,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
         ctx.exit(submit_from_cli(config, address, grid=grid, tracking_uri=tracking_uri, experiment=experiment,
                                  resume=resume, repeats=repeats, run_budget=run_budget,
                                  workdir=workdir if given_workdir else None,
-                                 wait=not no_wait))
+                                 wait=not no_wait, strategy=strategy, budget=budget))
     if address:
         enable_client_token()  # an explicit address: Ray sends the cluster's token only in token mode
     if is_client_address(address):
@@ -138,17 +138,14 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
                    only=selected, strategy=study.strategy, budget_gpu_hours=study.budget_gpu_hours, pruned=pruned)
 
 
-def _with_strategy(study, strategy, budget, *, address, repeats, only):
+def _with_strategy(study, strategy, budget, *, repeats, only):
     """The study with the sweep's strategy and budget (options over the study's keys), checked."""
-    from farm.run.jobs import is_jobs_address
-
     strategy = strategy or study.strategy
     if budget is not None and strategy != "halving":
         raise UserError("only with --strategy halving (a grid sweep runs every trial, whatever the budget)",
                         key="--budget")
     if strategy == "halving":
-        for flag, clash in (("--repeats auto", repeats == "auto" or study.repeats == "auto"), ("--trial", bool(only)),
-                            ("--address http://...", is_jobs_address(address))):
+        for flag, clash in (("--repeats auto", repeats == "auto" or study.repeats == "auto"), ("--trial", bool(only))):
             if clash:
                 raise UserError(f"--strategy halving plans its own rungs and repeats; it does not combine with {flag}",
                                 key="--strategy")
