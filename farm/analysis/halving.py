@@ -328,7 +328,8 @@ def rung_study(study: "Study", rungs: Sequence[Rung]) -> "Study":
 
 
 def study_rungs(study: "Study", grid: str, n_trials: int) -> list[Rung]:
-    profiles = study.grid_profiles(grid)
+    # A study that already carries the rungs' profiles (rung_study) plans the same rungs.
+    profiles = [p for p in study.grid_profiles(grid) if RUNG_MARK not in p]
     repeats = study.repeats if isinstance(study.repeats, int) else FINAL_REPEATS
     return build_rungs(profiles, study.grid_primary_profile(grid), {p: study.profiles[p].requests for p in profiles},
                        n_trials, final_repeats=max(repeats, FINAL_REPEATS))
@@ -400,5 +401,29 @@ def summary_lines(plan: RungPlan, labels: Mapping[str, str] | None = None) -> li
     return lines
 
 
+def study_priors(study: "Study", grid: str, trials: Sequence["Trial"]) -> Priors:
+    """The grid estimate's durations (farm/study/grid.py): the seed's seconds per profile, else the
+    profile's max_seconds; its per-run overhead; the slowest engine's start."""
+    from farm.engines import get_engine
+    from farm.study.grid import RUN_OVERHEAD_S, SEED_PROFILE_SECONDS
+
+    profiles = [p for p in study.grid_profiles(grid) if RUNG_MARK not in p]
+    run_s = {p: SEED_PROFILE_SECONDS.get(p, study.profiles[p].max_seconds or 600.0) for p in profiles}
+    start = max((get_engine(t.engine).start_overhead_s for t in trials), default=30.0)
+    return Priors(start_s=start, run_s=run_s, full_requests={p: study.profiles[p].requests for p in profiles},
+                  run_overhead_s=RUN_OVERHEAD_S)
+
+
+def plan_from_results(study: "Study", grid: str, trials: Sequence["Trial"], results: Sequence["TrialResult"],
+                      pruned: Mapping[str, str] | None = None) -> RungPlan:
+    """Where a halving sweep stands, from its stored results: what the driver plans next (or done)."""
+    ranked = [t for t in trials if not t.node_control_of]
+    rungs = study_rungs(study, grid, len([t for t in ranked if t.id not in (pruned or {})]))
+    observed = observe(results, rungs, study.min_success_rate)
+    return next_rung(rungs, [t.id for t in ranked], observed, priors=study_priors(study, grid, ranked),
+                     budget_gpu_hours=study.budget_gpu_hours, gpus={t.id: t.gpus for t in ranked}, pruned=pruned)
+
+
 from farm.analysis.results import TrialResult  # noqa: E402,F401  (annotations)
 from farm.study.spec import Study  # noqa: E402,F401
+from farm.study.trial import Trial  # noqa: E402,F401

@@ -19,21 +19,9 @@ from pathlib import Path
 from farm.analysis import halving
 from farm.analysis.outcome import TRANSIENT
 from farm.analysis.results import Status, TrialResult
-from farm.engines import get_engine
 from farm.store import tracking
-from farm.study.grid import RUN_OVERHEAD_S, SEED_PROFILE_SECONDS
 from farm.study.spec import Study
 from farm.study.trial import Trial
-
-
-def priors(study: Study, grid: str, trials: list[Trial]) -> halving.Priors:
-    """The grid estimate's durations (farm/study/grid.py): the seed's seconds per profile, else the
-    profile's max_seconds, plus the per-run overhead; the slowest engine's start."""
-    profiles = study.grid_profiles(grid)
-    run_s = {p: SEED_PROFILE_SECONDS.get(p, study.profiles[p].max_seconds or 600.0) for p in profiles}
-    start = max((get_engine(t.engine).start_overhead_s for t in trials), default=30.0)
-    return halving.Priors(start_s=start, run_s=run_s, full_requests={p: study.profiles[p].requests for p in profiles},
-                          run_overhead_s=RUN_OVERHEAD_S)
 
 
 def rung_trial(trial: Trial, rung: halving.Rung) -> Trial:
@@ -47,14 +35,10 @@ def run_halving(study: Study, grid: str, trials: list[Trial], *, tracking_uri: s
     """Rung after rung until the planner says done; returns its last plan."""
     by_id = {t.id: t for t in trials}
     ranked = [t for t in trials if not t.node_control_of]
-    rungs = halving.study_rungs(study, grid, len([t for t in ranked if t.id not in (pruned or {})]))
-    gpus = {t.id: t.gpus for t in ranked}
-    first_priors = priors(study, grid, ranked)
+    study = study.model_copy(update={"budget_gpu_hours": budget_gpu_hours})
     while True:
         stored = tracking.load_results(tracking_uri, sweep_id)
-        observed = halving.observe(stored, rungs, study.min_success_rate)
-        p = halving.next_rung(rungs, [t.id for t in ranked], observed, priors=first_priors,
-                              budget_gpu_hours=budget_gpu_hours, gpus=gpus, pruned=pruned)
+        p = halving.plan_from_results(study, grid, trials, stored, pruned)
         on_rung(p)
         if p.done:
             _record(tracking_uri, sweep_id, p, {t.id: t.label for t in ranked})

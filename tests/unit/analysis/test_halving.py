@@ -118,3 +118,35 @@ def _metrics(tps: float) -> dict:
     return {"successful_requests": 10, "total_requests": 10, "success_rate": 1.0, "duration_s": 1.0,
             "total_input_tokens": tps / 2, "total_output_tokens": tps / 2, "request_throughput": 10,
             "output_tps": tps / 2, "total_tps": tps}
+
+
+def test_the_plan_is_read_back_from_stored_results_and_rendered_in_the_report(tmp_path):
+    import yaml
+
+    from farm.report.models import Report  # noqa: F401  (the section renders from its fields)
+    from farm.study.grid import expand
+    from farm.study.load import load_study
+
+    study_file = tmp_path / "s.yaml"
+    study_file.write_text(yaml.safe_dump({
+        "name": "h", "primary_profile": "p", "strategy": "halving", "budget_gpu_hours": 1.0,
+        "models": {"tiny": {"name": "farm-tiny", "tokenizer": "farm:tiny"}}, "engines": {"mock": {}},
+        "profiles": {"p": {"data": {"kind": "synthetic", "prompt_tokens": 8, "output_tokens": 4}, "requests": 24,
+                           "max_seconds": 60}},
+        "grids": {"g": {"blocks": [{"engine": "mock", "models": ["tiny"], "axes": {"itl-ms": [5, 200]}}]}}}))
+    study = load_study(study_file)
+    trials = expand(study, "g")
+    fast, slow = trials
+
+    def rung1(trial, tps):
+        runs = [ProfileRun.model_validate({"profile": "p.rung1", "repeat": r, "status": "ok", "started_at": 10 + r,
+                                           "finished_at": 12 + r, "metrics": _metrics(v)}) for r, v in enumerate(tps)]
+        return _result(trial.model_copy(update={"profiles": ["p.rung1"]}), runs, 0, 30)
+
+    stored = [rung1(fast, [800, 820, 790]), rung1(slow, [60, 61, 59])]
+    plan = h.plan_from_results(study, "g", trials, stored)
+    assert not plan.done and plan.rung.last and plan.trials == [fast.id]
+    assert [(s.trial, s.kind, s.rung) for s in plan.stops] == [(slow.id, "significantly_worse", 1)]
+    assert plan.spent_by_rung == {1: pytest.approx(60 / 3600, abs=1e-6)}  # two trials, 30 s each, no GPU: one slot each
+    lines = h.summary_lines(plan, {fast.id: "fast", slow.id: "slow"})
+    assert lines[1].startswith("  rung 1: 0.017 GPU-hours") and "stopped slow: rung 1: significantly worse" in lines[2]
