@@ -34,8 +34,11 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from farm.analysis.results import TrialResult
 from farm.analysis.stats import relative_difference
 from farm.study.repeats import FAMILY_ALPHA
+from farm.study.spec import Study
+from farm.study.trial import Trial
 
 ETA = 3                 # each rung aims to keep about 1 / ETA of the trials (the budget share enforces it)
 MAX_RUNGS = 3           # more rungs spend more on the middle ones than they save (bench/search.py)
@@ -117,11 +120,6 @@ def study_profile(name: str) -> str:
     return name.split(RUNG_MARK, 1)[0]
 
 
-def rung_of_profile(name: str, last: int) -> int:
-    base, sep, num = name.partition(RUNG_MARK)
-    return int(num) if sep and num.isdigit() else last
-
-
 def rung_count(n_trials: int, eta: int = ETA, max_rungs: int = MAX_RUNGS) -> int:
     """1 + floor(log_eta(n)) rungs, at least 2 when there is anything to choose between."""
     if n_trials <= 1:
@@ -188,12 +186,6 @@ def judge_rung(samples: Mapping[str, Sequence[float]], failed: Mapping[str, str]
 
 # --------------------------------------------------------------------------------------
 # what a rung costs
-
-
-def _median(xs: Sequence[float]) -> float:
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
 def rung_cost(rung: Rung, gpus: int, rungs: Sequence[Rung], observed: Mapping[str, Observed], priors: Priors) -> float:
@@ -271,8 +263,7 @@ def next_rung(rungs: Sequence[Rung], trials: Sequence[str], observed: Mapping[st
     for i, rung in enumerate(rungs):
         spent_before = sum(h for r, h in spent_by.items() if r < rung.index)
         left = math.inf if budget_gpu_hours is None else budget_gpu_hours - spent_before
-        earlier = {t: o for t, o in obs.items()}
-        costs = {t: rung_cost(rung, obs[t].gpus or gpus.get(t, 0), rungs, earlier, priors) for t in alive}
+        costs = {t: rung_cost(rung, obs[t].gpus or gpus.get(t, 0), rungs, obs, priors) for t in alive}
         if rung.last or i == len(rungs) - 1:
             allowance = left
         elif i == 0:  # every trial gets rung 1 if it can, keeping enough for one trial's last rung
@@ -312,7 +303,7 @@ def next_rung(rungs: Sequence[Rung], trials: Sequence[str], observed: Mapping[st
 WALL_KEY = "halving_wall_s"   # TrialResult.engine_reported: rung -> seconds that rung's job held its slot
 
 
-def rung_study(study: "Study", rungs: Sequence[Rung]) -> "Study":
+def rung_study(study: Study, rungs: Sequence[Rung]) -> Study:
     """The study with each rung's shortened profiles added (`<profile>.rung<N>`), so that records,
     selection and the report know the profiles the early rungs ran."""
     extra = {}
@@ -327,7 +318,7 @@ def rung_study(study: "Study", rungs: Sequence[Rung]) -> "Study":
     return study.model_copy(update={"profiles": {**study.profiles, **extra}})
 
 
-def study_rungs(study: "Study", grid: str, n_trials: int) -> list[Rung]:
+def study_rungs(study: Study, grid: str, n_trials: int) -> list[Rung]:
     # A study that already carries the rungs' profiles (rung_study) plans the same rungs.
     profiles = [p for p in study.grid_profiles(grid) if RUNG_MARK not in p]
     repeats = study.repeats if isinstance(study.repeats, int) else FINAL_REPEATS
@@ -335,7 +326,7 @@ def study_rungs(study: "Study", grid: str, n_trials: int) -> list[Rung]:
                        n_trials, final_repeats=max(repeats, FINAL_REPEATS))
 
 
-def observe(results: Sequence["TrialResult"], rungs: Sequence[Rung], min_success_rate: float = 0.0) -> dict[str, Observed]:
+def observe(results: Sequence[TrialResult], rungs: Sequence[Rung], min_success_rate: float = 0.0) -> dict[str, Observed]:
     """What each stored trial result says rung by rung (its runs carry the rung as `pass_index`)."""
     by_index = {r.index: r for r in rungs}
     out: dict[str, Observed] = {}
@@ -366,7 +357,7 @@ def observe(results: Sequence["TrialResult"], rungs: Sequence[Rung], min_success
     return out
 
 
-def merge_rung(previous: "TrialResult", new: "TrialResult", rung: Rung) -> "TrialResult":
+def merge_rung(previous: TrialResult, new: TrialResult, rung: Rung) -> TrialResult:
     """One trial's result with a later rung's runs appended: repeats continue, each run carries the
     rung as its pass, the trial's profiles grow by the rung's, and the rung's wall time is kept
     (the GPU-hours the budget counts)."""
@@ -401,7 +392,7 @@ def summary_lines(plan: RungPlan, labels: Mapping[str, str] | None = None) -> li
     return lines
 
 
-def study_priors(study: "Study", grid: str, trials: Sequence["Trial"]) -> Priors:
+def study_priors(study: Study, grid: str, trials: Sequence[Trial]) -> Priors:
     """The grid estimate's durations (farm/study/grid.py): the seed's seconds per profile, else the
     profile's max_seconds; its per-run overhead; the slowest engine's start."""
     from farm.engines import get_engine
@@ -414,7 +405,7 @@ def study_priors(study: "Study", grid: str, trials: Sequence["Trial"]) -> Priors
                   run_overhead_s=RUN_OVERHEAD_S)
 
 
-def plan_from_results(study: "Study", grid: str, trials: Sequence["Trial"], results: Sequence["TrialResult"],
+def plan_from_results(study: Study, grid: str, trials: Sequence[Trial], results: Sequence[TrialResult],
                       pruned: Mapping[str, str] | None = None) -> RungPlan:
     """Where a halving sweep stands, from its stored results: what the driver plans next (or done)."""
     ranked = [t for t in trials if not t.node_control_of]
@@ -424,6 +415,3 @@ def plan_from_results(study: "Study", grid: str, trials: Sequence["Trial"], resu
                      budget_gpu_hours=study.budget_gpu_hours, gpus={t.id: t.gpus for t in ranked}, pruned=pruned)
 
 
-from farm.analysis.results import TrialResult  # noqa: E402,F401  (annotations)
-from farm.study.spec import Study  # noqa: E402,F401
-from farm.study.trial import Trial  # noqa: E402,F401

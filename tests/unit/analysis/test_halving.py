@@ -120,10 +120,9 @@ def _metrics(tps: float) -> dict:
             "output_tps": tps / 2, "total_tps": tps}
 
 
-def test_the_plan_is_read_back_from_stored_results_and_rendered_in_the_report(tmp_path):
+def test_the_plan_is_read_back_from_stored_results_with_its_stops_and_spending(tmp_path):
     import yaml
 
-    from farm.report.models import Report  # noqa: F401  (the section renders from its fields)
     from farm.study.grid import expand
     from farm.study.load import load_study
 
