@@ -132,6 +132,15 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     # Datasets, tracking store, Ray address, the sweep to resume: checked before anything starts.
     tracking_uri = tracking_uri or default_tracking_uri()
     check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume)
+    if resume and strategy is None and study.strategy == "grid":
+        from farm.run.halving import stored_strategy
+        from farm.run.memory import unfit_trials
+
+        stored = stored_strategy(tracking_uri, resume)  # a halving sweep resumes as one
+        if stored is not None:
+            study = _with_strategy(study, stored[0], budget if budget is not None else stored[1], repeats=repeats,
+                                   only=only)
+            pruned = unfit_trials(study, trials)
     argv = "farm " + shlex.join(sys.argv[1:])
     run_and_report(study, grid, trials, address=address, tracking_uri=tracking_uri, experiment=experiment,
                    resume=resume, repeats=repeats or study.repeats, workdir=node_workdir, command=argv,

@@ -24,6 +24,18 @@ from farm.study.spec import Study
 from farm.study.trial import Trial
 
 
+STRATEGY_TAG, BUDGET_TAG = "farm.strategy", "farm.budget_gpu_hours"
+
+
+def stored_strategy(uri: str, sweep_id: str) -> tuple[str, float | None] | None:
+    """The strategy and budget a sweep ran with, from its run's tags; None for a grid sweep."""
+    tags = tracking.client(uri).get_run(sweep_id).data.tags
+    if tags.get(STRATEGY_TAG) != "halving":
+        return None
+    budget = tags.get(BUDGET_TAG) or None
+    return "halving", float(budget) if budget else None
+
+
 def rung_trial(trial: Trial, rung: halving.Rung) -> Trial:
     return trial.model_copy(update={"profiles": list(rung.profiles), "profile_repeats": {}})
 
@@ -36,6 +48,10 @@ def run_halving(study: Study, grid: str, trials: list[Trial], *, tracking_uri: s
     by_id = {t.id: t for t in trials}
     ranked = [t for t in trials if not t.node_control_of]
     study = study.model_copy(update={"budget_gpu_hours": budget_gpu_hours})
+    # A later `--resume` without --strategy continues as what it is (farm/cli/main.py reads these).
+    c = tracking.client(tracking_uri)
+    c.set_tag(sweep_id, STRATEGY_TAG, "halving")
+    c.set_tag(sweep_id, BUDGET_TAG, "" if budget_gpu_hours is None else repr(float(budget_gpu_hours)))
     while True:
         stored = tracking.load_results(tracking_uri, sweep_id)
         p = halving.plan_from_results(study, grid, trials, stored, pruned)
