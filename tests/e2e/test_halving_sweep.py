@@ -10,7 +10,7 @@ import signal
 import pytest
 from mlflow.tracking import MlflowClient
 
-from sweeptools import child_runs, start_farm, wait_until, write_study
+from sweeptools import child_runs, engine_of, start_farm, wait_until, write_study
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,10 @@ def sweep(tmp_path_factory):
     log1 = tmp / "first.out"
     first = start_farm(*args, cwd=tmp, log=log1)
     try:
-        wait_until(lambda: first.poll() is not None or "rung 2 of 2" in log1.read_text(), 400, what="rung 2 planned")
+        # Ctrl-C once rung 2's engine runs (the driver then waits on Ray, not in the middle of a store write).
+        wait_until(lambda: first.poll() is not None or ("rung 2 of 2" in log1.read_text()
+                                                        and engine_of(tmp / "runs" / "pass-2", ids["best"]) is not None),
+                   400, what="rung 2's engine to start")
         if first.poll() is None:
             first.send_signal(signal.SIGINT)
         first.wait(timeout=120)
