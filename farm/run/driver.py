@@ -281,7 +281,9 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                 _run_halving(study, grid, trials, tracking_uri=tracking_uri, sweep_id=sweep_id, make_job=make_job,
                              budget_gpu_hours=budget_gpu_hours, pruned=pruned, on_rung=on_rung,
                              run_jobs=lambda js: run_trials(js, max_in_flight=max_in_flight, max_retries=study.max_retries,
-                                                            on_event=on_event, log_lost=log_lost))
+                                                            on_event=lambda k, j, r: (on_event if j.first_pass else
+                                                                                      pass_event)(k, j, r),
+                                                            log_lost=log_lost))
             else:
                 run_trials(jobs, max_in_flight=max_in_flight, max_retries=study.max_retries,
                            on_event=on_event, log_lost=log_lost, pins={t.id: node for t, node in controls})

@@ -73,9 +73,17 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "nor
         budget = f"budget {study.budget_gpu_hours:g} GPU-hours" if study.budget_gpu_hours else "no budget"
         unfit = sum(1 for p in fits.values() if p is not None and not p.fits)
         print(f"strategy halving ({budget}); {unfit} trial(s) pruned: does not fit; rungs:")
-        for r in study_rungs(study, grid, len(trials) - unfit):
+        from farm.analysis.halving import rung_cost, study_priors
+
+        rungs = study_rungs(study, grid, len(trials) - unfit)
+        priors = study_priors(study, grid, trials)
+        for r in rungs:
             print(f"  rung {r.index}: " + ", ".join(f"{p} x{r.requests[p]} requests" for p in r.profiles)
-                  + f", {r.repeats} repeat(s), stops at alpha {r.alpha:.3g}")
+                  + f", {r.repeats} repeat(s), stops at alpha {r.alpha:.3g}; ~{rung_cost(r, 1, rungs, {}, priors) * 3600:.0f} "
+                  f"s a trial")
+        first = sum(rung_cost(rungs[0], t.gpus, rungs, {}, priors) for t in trials if not (fits.get(t.id) and not fits[t.id].fits))
+        print(f"  rung 1 of every trial: ~{first:.1f} GPU-hours (the grid estimate's durations); a smaller budget "
+              f"runs rung 1 for the trials it pays for, in grid order, and `--resume` with a larger one goes on")
     for t in trials:
         print()
         print(f"{t.id}  {t.name or ''}".rstrip())
