@@ -188,11 +188,16 @@ def judge_rung(samples: Mapping[str, Sequence[float]], failed: Mapping[str, str]
 # what a rung costs
 
 
-def rung_cost(rung: Rung, gpus: int, rungs: Sequence[Rung], observed: Mapping[str, Observed], priors: Priors) -> float:
+def rung_cost(rung: Rung, gpus: int, rungs: Sequence[Rung], observed: Mapping[str, Observed], priors: Priors,
+              trial: str | None = None) -> float:
     """Estimated GPU-hours of one trial at `rung`, from what the rungs before it measured (a run is
     the prior overhead plus seconds per request; never less than a shorter rung's run took), else
-    from the priors."""
+    from the priors. A trial's own earlier rungs speak for it (a slow configuration is slow at
+    every length); one without them is priced like the slowest that has."""
     before = {r.index: r for r in rungs if r.index < rung.index}
+    own = observed.get(trial) if trial is not None else None
+    if own is not None and any(i in before for i in own.run_s):
+        observed = {trial: own}
     per_request: dict[str, list[float]] = {}
     shortest: dict[str, list[float]] = {}
     starts: list[float] = []
@@ -263,7 +268,7 @@ def next_rung(rungs: Sequence[Rung], trials: Sequence[str], observed: Mapping[st
     for i, rung in enumerate(rungs):
         spent_before = sum(h for r, h in spent_by.items() if r < rung.index)
         left = math.inf if budget_gpu_hours is None else budget_gpu_hours - spent_before
-        costs = {t: rung_cost(rung, obs[t].gpus or gpus.get(t, 0), rungs, obs, priors) for t in alive}
+        costs = {t: rung_cost(rung, obs[t].gpus or gpus.get(t, 0), rungs, obs, priors, t) for t in alive}
         if rung.last or i == len(rungs) - 1:
             allowance = left
         elif i == 0:  # every trial gets rung 1 if it can, keeping enough for one trial's last rung

@@ -81,7 +81,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     mode = "json" if as_json else "quiet" if quiet else "normal"
     # The effective repeats and budget travel with the study (its MLflow snapshot, the report's alpha).
     study = study.model_copy(update={k: v for k, v in (("repeats", repeats), ("max_runs", run_budget)) if v is not None})
-    study = _with_strategy(study, strategy, budget, repeats=repeats, only=only)
+    study = _with_strategy(study, strategy, budget, repeats=repeats, only=only, resume=resume)
     trials = expand(study, grid)
     selected = select_trials(trials, only, key="--trial") if only else None
     if dry_run:
@@ -137,6 +137,9 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
         from farm.run.memory import unfit_trials
 
         stored = stored_strategy(tracking_uri, resume)  # a halving sweep resumes as one
+        if stored is None and budget is not None:
+            raise UserError(f"only with --strategy halving; sweep {resume} is a grid sweep, which runs every trial "
+                            f"whatever the budget", key="--budget")
         if stored is not None:
             study = _with_strategy(study, stored[0], budget if budget is not None else stored[1], repeats=repeats,
                                    only=only)
@@ -147,10 +150,11 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
                    only=selected, strategy=study.strategy, budget_gpu_hours=study.budget_gpu_hours, pruned=pruned)
 
 
-def _with_strategy(study, strategy, budget, *, repeats, only):
-    """The study with the sweep's strategy and budget (options over the study's keys), checked."""
+def _with_strategy(study, strategy, budget, *, repeats, only, resume=None):
+    """The study with the sweep's strategy and budget (options over the study's keys), checked. A
+    `--resume` may raise the budget alone: whether that sweep is a halving one is read from its run."""
     strategy = strategy or study.strategy
-    if budget is not None and strategy != "halving":
+    if budget is not None and strategy != "halving" and not resume:
         raise UserError("only with --strategy halving (a grid sweep runs every trial, whatever the budget)",
                         key="--budget")
     if strategy == "halving":

@@ -1,6 +1,7 @@
 """`farm sweep --strategy halving` end to end through the CLI: real Ray, MLflow, guidellm and
 mock-server engines. One sweep of two trials (two rungs) is shared by every assert: Ctrl-C
-once rung 2 is planned, then `--resume` continues at rung 2 without running rung 1 again."""
+once rung 2's engine runs, then `--resume SWEEP_ID` (without --strategy or --budget: the sweep's run
+says what it is) continues at rung 2 without running rung 1 again."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from sweeptools import child_runs, engine_of, start_farm, wait_until, write_stud
 
 pytestmark = pytest.mark.slow
 
-BUDGET = 0.25
+BUDGET = 1.0  # GPU-hours (a trial of the mock engine counts as one GPU): rung 2 must fit on a loaded 2-core machine
 
 
 @pytest.fixture(scope="module")
@@ -33,13 +34,12 @@ def sweep(tmp_path_factory):
     )
     data = __import__("yaml").safe_load(path.read_text())
     data["profiles"]["q"] = {**short, "requests": 8}
-    data.update(strategy="halving", budget_gpu_hours=BUDGET)
     path.write_text(__import__("yaml").safe_dump(data, sort_keys=False))
     ids = {t.name: t.id for t in expand(load_study(path), "race")}
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     args = ["sweep", "--config", str(path), "--grid", "race", "--tracking-uri", uri, "--workdir", str(tmp / "runs")]
     log1 = tmp / "first.out"
-    first = start_farm(*args, cwd=tmp, log=log1)
+    first = start_farm(*args, "--strategy", "halving", "--budget", str(BUDGET), cwd=tmp, log=log1)
     try:
         # Ctrl-C once rung 2's engine runs (the driver then waits on Ray, not in the middle of a store write).
         wait_until(lambda: first.poll() is not None or ("rung 2 of 2" in log1.read_text()
