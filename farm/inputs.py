@@ -405,6 +405,17 @@ def whole_number(value: Any, *, option: str, low: int, high: int) -> int:
     return number
 
 
+def gpu_hours(value: Any, *, option: str = "--budget") -> float:
+    """A positive, finite number of GPU-hours (at most a million)."""
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        raise UserError(f"expected a number of GPU-hours, got {str(value)[:40]!r}", key=option) from None
+    if not math.isfinite(number) or number <= 0 or number > 1_000_000:
+        raise UserError(f"expected GPU-hours above 0 and at most 1,000,000, got {str(value)[:40]}", key=option)
+    return number
+
+
 def repeats(value: Any, *, option: str = "--repeats") -> int | str:
     if str(value).strip().lower() == "auto":
         return "auto"

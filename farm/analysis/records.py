@@ -559,7 +559,7 @@ def provenance_of(tr: "TrialResult", started_at: float | None, finished_at: floa
         engine_start_s=float(start) if isinstance(start, (int, float)) else None,
         engine_start_cold=(not cold) if isinstance(cold, bool) else reported.get("compile_cache_cold"),
         started_at=when,
-        trial_wall_s=_seconds(tr.started_at, tr.finished_at),
+        trial_wall_s=_rungs_wall(reported) or _seconds(tr.started_at, tr.finished_at),
         warmup_s=round(sum(w.seconds for w in tr.warmup_runs), 2) if tr.warmup_runs else None,
         run_wall_s=_seconds(started_at, finished_at),
     )
@@ -567,3 +567,15 @@ def provenance_of(tr: "TrialResult", started_at: float | None, finished_at: floa
 
 def _seconds(start: float | None, end: float | None) -> float | None:
     return round(end - start, 2) if start is not None and end is not None and end >= start else None
+
+
+def _rungs_wall(reported: dict) -> float | None:
+    """A halving sweep's trial held its GPUs once per rung (farm/analysis/halving.py keeps each
+    rung's wall time): their sum, not the span from the first rung's start to the last one's end."""
+    walls = reported.get("halving_wall_s")
+    if not isinstance(walls, dict) or not walls:
+        return None
+    try:
+        return round(sum(float(v) for v in walls.values()), 2)
+    except (TypeError, ValueError):
+        return None

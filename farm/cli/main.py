@@ -50,6 +50,12 @@ def cli() -> None:
 @click.option("--run-budget", type=opt.RUNS, default=None, metavar="RUNS",
               help="With --repeats auto: benchmark runs the sweep may make in all (default: the study's max_runs, "
                    "else 3 x the first pass).")
+@click.option("--strategy", type=click.Choice(["grid", "halving"]), default=None,
+              help="grid: every trial (default: the study's strategy, else grid); halving: short runs first, then "
+                   "only the trials not significantly worse than the leader go on, rung by rung.")
+@click.option("--budget", "budget", type=opt.GPU_HOURS, default=None, metavar="GPU_HOURS",
+              help="With --strategy halving: GPU-hours the sweep may spend (engine starts and runs), checked before "
+                   "each rung (default: the study's budget_gpu_hours, else no limit).")
 @click.option("--workdir", type=opt.DIRECTORY, default="farm-runs", show_default=True,
               help="Where engine logs and guidellm reports are written on each node.")
 @click.option("--no-wait", is_flag=True, help="With --address http://HEAD:8265: submit the job and return.")
@@ -61,8 +67,8 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print only a JSON summary on stdout (sweep id, status, the "
               "recommended trial and command, numbers per profile, failures, counts); progress goes to stderr. "
               "With --dry-run, the trials as JSON.")
-def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, run_budget, workdir,
-          no_wait, only, quiet, as_json) -> None:
+def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, run_budget, strategy, budget,
+          workdir, no_wait, only, quiet, as_json) -> None:
     """Expand a grid into trials and benchmark each on its own engine server."""
     # Imported when the command runs, so that `farm --help` and the other commands skip mlflow, ray, scipy.
     from farm.study.grid import expand, select_trials
@@ -75,6 +81,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     mode = "json" if as_json else "quiet" if quiet else "normal"
     # The effective repeats and budget travel with the study (its MLflow snapshot, the report's alpha).
     study = study.model_copy(update={k: v for k, v in (("repeats", repeats), ("max_runs", run_budget)) if v is not None})
+    study = _with_strategy(study, strategy, budget, repeats=repeats, only=only, resume=resume)
     trials = expand(study, grid)
     selected = select_trials(trials, only, key="--trial") if only else None
     if dry_run:
@@ -86,6 +93,11 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
         print_dry_run(study, grid, [t for t in trials if selected is None or t.id in selected], mode=mode,
                       measured=measured, durations_note=note)
         return
+    pruned = None
+    if study.strategy == "halving":
+        from farm.run.memory import unfit_trials
+
+        pruned = unfit_trials(study, trials)
     from farm.run.jobs import (check_tracking_for_cluster, enable_client_token, is_client_address, is_jobs_address,
                                submit_from_cli)
 
@@ -100,7 +112,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
         ctx.exit(submit_from_cli(config, address, grid=grid, tracking_uri=tracking_uri, experiment=experiment,
                                  resume=resume, repeats=repeats, run_budget=run_budget,
                                  workdir=workdir if given_workdir else None,
-                                 wait=not no_wait))
+                                 wait=not no_wait, strategy=strategy, budget=budget))
     if address:
         enable_client_token()  # an explicit address: Ray sends the cluster's token only in token mode
     if is_client_address(address):
@@ -120,10 +132,38 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     # Datasets, tracking store, Ray address, the sweep to resume: checked before anything starts.
     tracking_uri = tracking_uri or default_tracking_uri()
     check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume)
+    if resume and strategy is None and study.strategy == "grid":
+        from farm.run.halving import stored_strategy
+        from farm.run.memory import unfit_trials
+
+        stored = stored_strategy(tracking_uri, resume)  # a halving sweep resumes as one
+        if stored is None and budget is not None:
+            raise UserError(f"only with --strategy halving; sweep {resume} is a grid sweep, which runs every trial "
+                            f"whatever the budget", key="--budget")
+        if stored is not None:
+            study = _with_strategy(study, stored[0], budget if budget is not None else stored[1], repeats=repeats,
+                                   only=only)
+            pruned = unfit_trials(study, trials)
     argv = "farm " + shlex.join(sys.argv[1:])
     run_and_report(study, grid, trials, address=address, tracking_uri=tracking_uri, experiment=experiment,
                    resume=resume, repeats=repeats or study.repeats, workdir=node_workdir, command=argv,
-                   only=selected)
+                   only=selected, strategy=study.strategy, budget_gpu_hours=study.budget_gpu_hours, pruned=pruned)
+
+
+def _with_strategy(study, strategy, budget, *, repeats, only, resume=None):
+    """The study with the sweep's strategy and budget (options over the study's keys), checked. A
+    `--resume` may raise the budget alone: whether that sweep is a halving one is read from its run."""
+    strategy = strategy or study.strategy
+    if budget is not None and strategy != "halving" and not resume:
+        raise UserError("only with --strategy halving (a grid sweep runs every trial, whatever the budget)",
+                        key="--budget")
+    if strategy == "halving":
+        for flag, clash in (("--repeats auto", repeats == "auto" or study.repeats == "auto"), ("--trial", bool(only))):
+            if clash:
+                raise UserError(f"--strategy halving plans its own rungs and repeats; it does not combine with {flag}",
+                                key="--strategy")
+    return study.model_copy(update={"strategy": strategy,
+                                    "budget_gpu_hours": budget if budget is not None else study.budget_gpu_hours})
 
 
 def _check_options_apply(study, *, address, repeats, run_budget, no_wait, quiet=False, as_json=False) -> None:

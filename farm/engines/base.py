@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, ClassVar, Mapping, Sequence
 
+from farm.engines.memory import MemoryReserve, MemorySettings
 from farm.study.knobs import Renderer, render_with
 from farm.study.spec import EngineSpec
 from farm.study.trial import Trial
@@ -107,10 +108,17 @@ class Engine:
     # (speculative decoding: accepted draft tokens); meaningless on random weights.
     output_dependent_flags: ClassVar[frozenset[str]] = frozenset()
 
+    # How this engine spends a GPU's memory (farm/engines/memory.py); None: no memory-fit model.
+    memory_reserve: ClassVar["MemoryReserve | None"] = None
+
     # -- resources -----------------------------------------------------------------------
     def gpus(self, flags: dict[str, Any]) -> int:
         """GPUs one trial needs, all on one node."""
         return 0
+
+    def memory_settings(self, flags: Mapping[str, Any], model_quantization: str | None) -> "MemorySettings | None":
+        """What of the trial's flags decides its memory; None where the engine has no memory-fit model."""
+        return None
 
     # -- knobs ---------------------------------------------------------------------------
     def render_knobs(self, knobs: Mapping[str, Any], taken: Mapping[str, str] | None = None) -> dict[str, Any]:

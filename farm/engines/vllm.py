@@ -26,6 +26,7 @@ from pathlib import PurePosixPath
 from typing import Any, ClassVar, Mapping
 
 from farm.engines.base import Engine, FailurePattern, render_flag
+from farm.engines.memory import MemoryReserve, MemorySettings
 from farm.engines._logs import _as_int, _first, _int_flag, _int_list, _num, per_rank_sum
 from farm.study.knobs import KnobError, Renderer, gpus_of
 from farm.study.spec import EngineSpec
@@ -186,6 +187,36 @@ class VLLMEngine(Engine):
         FailurePattern(r"(Worker proc \S+ died unexpectedly|EngineDeadError|EngineCore encountered a fatal error)",
                        "engine_crashed", "the engine worker died"),
     ]
+
+    # vLLM 0.20.2 on one H200 (bench/h200/engine-logs/, Qwen3.5-35B-A3B shape, dummy weights): the
+    # default utilization is 0.92 there; the reserve is the fp8 starts' (batch budget 8192 -> 5.79 GiB,
+    # 16384 -> 9.65 GiB beyond the predicted weights and the reported KV cache); the hybrid pool takes
+    # 23,105 bytes per token where the 10 full-attention layers hold 20,480 (bf16 start: 59.13 GiB for
+    # 2,747,830 tokens; the fp8 start, 90.15 GiB for 4,189,622, agrees to 0.01 %); prefix caching on
+    # the hybrid takes 8.55 % more (the fp8 prefix-caching throughput-mode start, 86.29 GiB for 3,694,160).
+    memory_reserve = MemoryReserve(
+        default_gpu_memory_utilization=0.92, default_batched_tokens=8192, reserve_base_gib=1.932,
+        reserve_per_batched_token_bytes=505_940, hybrid_kv_overhead=1.12820, hybrid_prefix_caching_overhead=1.0855,
+        calibration="vLLM 0.20.2 on one H200: three starts of Qwen3.5-35B-A3B's shape (bf16, fp8, fp8 + prefix "
+                    "caching + performance mode throughput), bench/h200/engine-logs/")
+
+    def memory_settings(self, flags: Mapping[str, Any], model_quantization: str | None) -> MemorySettings:
+        quant = flags.get("quantization") or model_quantization
+        batched = flags.get("max-num-batched-tokens")
+        if batched is None and flags.get("performance-mode") == "throughput":
+            batched = 16384  # what vLLM 0.20.2 ran throughput mode with on the H200
+        spec = flags.get("speculative-config")
+        return MemorySettings(
+            weights_dtype="fp8" if quant and "fp8" in str(quant) else "bf16",
+            kv_dtype="fp8" if "fp8" in str(flags.get("kv-cache-dtype") or "") else "auto",
+            tensor_parallel=_int_flag(flags, "tensor-parallel-size", "tp"),
+            data_parallel=_int_flag(flags, "data-parallel-size", "dp"),
+            expert_parallel=bool(flags.get("enable-expert-parallel")),
+            gpu_memory_utilization=float(flags["gpu-memory-utilization"]) if flags.get("gpu-memory-utilization") else None,
+            max_batched_tokens=int(batched) if batched else None,
+            max_model_len=int(flags["max-model-len"]) if flags.get("max-model-len") else None,
+            prefix_caching=bool(flags.get("enable-prefix-caching")),
+            speculative_mtp=isinstance(spec, dict) and "mtp" in str(spec.get("method", "")))
 
     def gpus(self, flags: dict[str, Any]) -> int:
         return (_int_flag(flags, "tensor-parallel-size", "tp")

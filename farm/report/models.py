@@ -86,3 +86,5 @@ class Report(_Strict):
     slo: dict[str, str] = Field(default_factory=dict, description="Profile -> its SLOs in words.")
     reference: ReferenceComparison | None = Field(default=None, description="farm's numbers beside the study's reference.")
     gpu_time: GpuTime | None = Field(default=None, description="Where the trials' GPU time went, by phase (none: not recorded).")
+    halving: list[str] = Field(default_factory=list, description="A halving sweep: what each rung spent, why each trial stopped.")
+    memory_fit: list[str] = Field(default_factory=list, description="Predicted vs reported KV-cache tokens, per trial.")

@@ -18,6 +18,7 @@ from farm.analysis.select import (
 from farm.errors import UserError
 from farm.report.checks import _fmt_pct, interval_text
 from farm.report.cost import gpu_time_section
+from farm.report.search import search_sections
 from farm.report.doc import Doc as _Doc
 from farm.report.engines import engine_matchups_section
 from farm.report.models import RATE_TOLERANCE, Report
@@ -561,7 +562,7 @@ def render(report: Report, fmt: str = "text") -> str:
     doc = _Doc(markdown=fmt == "markdown")
     doc.title(report.title)
     sections: list[Callable[[_Doc, Report], None]] = [_conclusion, _checks, _cross, _evidence, _rates, _conditions,
-                                                      _provenance, gpu_time_section, _reference, _engines,
+                                                      _provenance, gpu_time_section, search_sections, _reference, _engines,
                                                       engine_matchups_section, _limits, _steps, _trials,
                                                       _nodes]
     for section in sections + ([_runs] if doc.md else []):

@@ -210,7 +210,9 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
               on_sweep: Callable[[str], None] = lambda s: None,
               on_pass: Callable[[plan.PassPlan], None] = lambda p: None,
               on_ray: Callable[[str | None], None] = lambda url: None,
-              only: set[str] | None = None) -> SweepOutcome:
+              only: set[str] | None = None, strategy: str = "grid", budget_gpu_hours: float | None = None,
+              pruned: dict[str, str] | None = None,
+              on_rung: Callable[[object], None] = lambda p: None) -> SweepOutcome:
     """Run a sweep: every trial (`repeats` runs per profile, or 'auto'), the baseline once more on
     every node when there are several (node controls), then the later passes of `--repeats auto`."""
 
@@ -255,7 +257,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             # to its trial's child run by the driver (farm/run/passes.py), not logged by its actor.
             later = pass_index > 1
             return TrialJob(sweep_id=sweep_id, trial=t, engine_spec=study.engines[t.engine],
-                            profiles={p: study.profiles[p] for p in t.profiles}, repeats=n,
+                            profiles={p: study.profiles[p] for p in t.profiles if p in study.profiles}, repeats=n,
                             min_success_rate=study.min_success_rate,
                             workdir=str(workdir / f"pass-{pass_index}" if later else workdir), order_seed=pass_index - 1,
                             first_pass=not later,
@@ -275,9 +277,17 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             on_event("pass_finished" if kind == "finished" else kind, job, result)
 
         try:
-            run_trials(jobs, max_in_flight=max_in_flight, max_retries=study.max_retries,
-                       on_event=on_event, log_lost=log_lost, pins={t.id: node for t, node in controls})
-            if plan.is_auto(repeats):
+            if strategy == "halving":  # rungs planned from what MLflow holds (farm/run/halving.py)
+                _run_halving(study, grid, trials, tracking_uri=tracking_uri, sweep_id=sweep_id, make_job=make_job,
+                             budget_gpu_hours=budget_gpu_hours, pruned=pruned, on_rung=on_rung,
+                             run_jobs=lambda js: run_trials(js, max_in_flight=max_in_flight, max_retries=study.max_retries,
+                                                            on_event=lambda k, j, r: (on_event if j.first_pass else
+                                                                                      pass_event)(k, j, r),
+                                                            log_lost=log_lost))
+            else:
+                run_trials(jobs, max_in_flight=max_in_flight, max_retries=study.max_retries,
+                           on_event=on_event, log_lost=log_lost, pins={t.id: node for t, node in controls})
+            if plan.is_auto(repeats) and strategy != "halving":
                 passes.run_auto(study, grid, trials, tracking_uri=tracking_uri, sweep_id=sweep_id, make_job=make_job,
                                 run_jobs=lambda js: run_trials(js, max_in_flight=max_in_flight,
                                                                max_retries=study.max_retries, on_event=pass_event),
@@ -291,3 +301,15 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         if started_ray:
             ray.shutdown()
 
+
+
+def _run_halving(study: Study, grid: str, trials: list[Trial], *, make_job, **kw):
+    from farm.analysis.halving import rung_study
+    from farm.run import halving
+
+    def rung_job(t: Trial, rung) -> TrialJob:
+        job = make_job(halving.rung_trial(t, rung), rung.repeats, rung.index)
+        rstudy = rung_study(study, [rung])
+        return job.model_copy(update={"profiles": {p: rstudy.profiles[p] for p in rung.profiles}})
+
+    return halving.run_halving(study, grid, trials, make_job=rung_job, **kw)

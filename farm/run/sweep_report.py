@@ -28,11 +28,25 @@ def build(study: Study, grid: str | None, results: list[TrialResult], sweep_id: 
           strategy: str = "best") -> tuple[Report | None, str | None, list[Path]]:
     """Report, or why there is none, and the files written (report.md, results.json, plots)."""
     records = records_from_trials(results, study, grid=grid, sweep_id=sweep_id)
-    return build_from_records(study, grid, records, outdir, strategy)
+    return build_from_records(study, grid, records, outdir, strategy, extra=lambda r: _search_notes(r, study, grid, results))
+
+
+def _search_notes(report: Report, study: Study, grid: str | None, results: list[TrialResult]) -> None:
+    """The halving sweep's rungs and stops, and the memory-fit predictor's error, into the report."""
+    from farm.run.memory import check_lines, unfit_trials
+
+    report.memory_fit = check_lines(study, results)[0]
+    if study.strategy == "halving" and grid:
+        from farm.analysis.halving import plan_from_results, summary_lines
+        from farm.study.grid import expand
+
+        trials = expand(study, grid)
+        labels = {t.id: t.label for t in trials}
+        report.halving = summary_lines(plan_from_results(study, grid, trials, results, unfit_trials(study, trials)), labels)
 
 
 def build_from_records(study: Study, grid: str | None, records: Results, outdir: Path,
-                       strategy: str = "best") -> tuple[Report | None, str | None, list[Path]]:
+                       strategy: str = "best", extra=None) -> tuple[Report | None, str | None, list[Path]]:
     """`build` over records already read from a store (`farm.store.base.SweepStore.records`)."""
     outdir.mkdir(parents=True, exist_ok=True)
     files = [write_results_file(records, outdir / schema.REPORT_RESULTS)]
@@ -40,6 +54,8 @@ def build_from_records(study: Study, grid: str | None, records: Results, outdir:
         report = report_for(records, study, strategy=strategy, grid=grid)
     except UserError as exc:  # e.g. no eligible trial: the sweep still has its results
         return None, exc.reason, files
+    if extra is not None:
+        extra(report)
     (outdir / schema.REPORT_MARKDOWN).write_text(render(report, "markdown"))
     files.append(outdir / schema.REPORT_MARKDOWN)
     (outdir / schema.REPORT_RECOMMENDATION).write_text(report.selection.recommended.command + "\n")

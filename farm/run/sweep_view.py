@@ -64,11 +64,33 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "nor
     print("cost of each grid" + (":" if measured else " at the seed's measured durations:"))
     for cost in grid_costs(study, {grid: trials}, measured).values():
         print(f"  {cost.line()}")
+    from farm.run.memory import fit_line, predictions
+
+    fits = predictions(study, trials)
+    if study.strategy == "halving":
+        from farm.analysis.halving import study_rungs
+
+        budget = f"budget {study.budget_gpu_hours:g} GPU-hours" if study.budget_gpu_hours else "no budget"
+        unfit = sum(1 for p in fits.values() if p is not None and not p.fits)
+        print(f"strategy halving ({budget}); {unfit} trial(s) pruned: does not fit; rungs:")
+        from farm.analysis.halving import rung_cost, study_priors
+
+        rungs = study_rungs(study, grid, len(trials) - unfit)
+        priors = study_priors(study, grid, trials)
+        for r in rungs:
+            print(f"  rung {r.index}: " + ", ".join(f"{p} x{r.requests[p]} requests" for p in r.profiles)
+                  + f", {r.repeats} repeat(s), stops at alpha {r.alpha:.3g}; ~{rung_cost(r, 1, rungs, {}, priors) * 3600:.0f} "
+                  f"s a trial")
+        first = sum(rung_cost(rungs[0], t.gpus, rungs, {}, priors) for t in trials if not (fits.get(t.id) and not fits[t.id].fits))
+        print(f"  rung 1 of every trial: ~{first:.1f} GPU-hours (the grid estimate's durations); a smaller budget "
+              f"runs rung 1 for the trials it pays for, in grid order, and `--resume` with a larger one goes on")
     for t in trials:
         print()
         print(f"{t.id}  {t.name or ''}".rstrip())
         print(f"  engine={t.engine} model={t.model} gpus={t.gpus} flags: {_flags_text(t)}")
         print(f"  {commands[t.id]}")
+        if fits.get(t.id) is not None:
+            print(f"  {fit_line(fits[t.id])}")
 
 
 def _primary_tps(result: TrialResult, profile: str) -> float | None:
@@ -210,7 +232,9 @@ def _duration(seconds: float) -> str:
 
 
 def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tracking_uri, experiment, resume,
-                   repeats: int, workdir: Path, command: str, only: set[str] | None = None) -> None:
+                   repeats: int, workdir: Path, command: str, only: set[str] | None = None,
+                   strategy: str = "grid", budget_gpu_hours: float | None = None,
+                   pruned: dict[str, str] | None = None) -> None:
     from farm.run import driver  # ray and mlflow (seconds): not for --dry-run
     from farm.store import tracking  # mlflow, as above
 
@@ -269,6 +293,16 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
             console.print(head + f"pass {p.pass_index} ({p.runs} runs, {p.spent} of {p.budget} spent): {p.reason}",
                           markup=False)
 
+    def on_rung(p) -> None:
+        elapsed = time.monotonic() - state["t0"]
+        spent = f"{p.spent_gpu_hours:.3f} of {p.budget_gpu_hours:g}" if p.budget_gpu_hours is not None else f"{p.spent_gpu_hours:.3f}"
+        if p.done:
+            console.print(f"[{elapsed:6.0f}s] halving done, {spent} GPU-hours spent: {p.reason}", markup=False)
+        else:
+            console.print(f"[{elapsed:6.0f}s] halving {p.reason} (~{p.estimate_gpu_hours:.3f} GPU-hours; "
+                          f"{spent} spent)", markup=False)
+        state["halving"] = p
+
     # Live progress for a person at a terminal only: never in --quiet or --json, nor into a pipe or a log.
     live = Live(get_renderable=lambda: Text(progress.line(), style="bold"), console=console, refresh_per_second=1,
                 transient=True) if terminal.live() else nullcontext()
@@ -277,7 +311,8 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
             outcome = driver.run_sweep(study, grid, trials, tracking_uri=uri, experiment=experiment or study.experiment_name,
                                        address=address, resume=resume, repeats=repeats, workdir=workdir, command=command,
                                        on_event=on_event, on_sweep=on_sweep, on_pass=on_pass, on_ray=on_ray,
-                                       only=only)
+                                       only=only, strategy=strategy, budget_gpu_hours=budget_gpu_hours, pruned=pruned,
+                                       on_rung=on_rung)
     except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read
         console.print("interrupted" + ("; resume with:" if state.get("sweep") else " before the sweep started"))
         if state.get("sweep"):
@@ -296,5 +331,16 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
     from farm.run.sweep_report import finish  # mlflow, as above
 
     pending = [t for t in trials if t.id not in {r.trial.id for r in outcome.results}]
+    from farm.run.memory import record_check  # predicted vs reported KV-cache tokens, where a model exists
+
+    for line in record_check(uri, outcome.sweep_id, study, outcome.results):
+        console.print(line, markup=False)
+    if strategy == "halving":  # a stopped trial is an answer, not a pending one; the rungs' profiles join the study
+        from farm.analysis.halving import rung_study, study_rungs, summary_lines
+
+        if state.get("halving") is not None:
+            for line in summary_lines(state["halving"], {t.id: t.label for t in trials}):
+                console.print(line, markup=False)
+        study, pending = rung_study(study, study_rungs(study, grid, len(trials) - len(pruned or {}))), []
     finish(study, grid, outcome, uri, pending=pending,
            resume_line=resume_command(_without_trial_options(command), outcome.sweep_id) if pending else None)

@@ -62,6 +62,16 @@ class Study(_Strict):
         description="Run budget of repeats 'auto': benchmark runs (one profile, one repeat) the whole sweep may "
         "make, first pass included; default three times the first pass.",
     )
+    strategy: Literal["grid", "halving"] = Field(
+        default="grid",
+        description="grid: every trial of the grid, as planned; halving: successive halving over the grid, short "
+        "runs first, only trials not significantly worse than the leader go on (farm/analysis/halving.py).",
+    )
+    budget_gpu_hours: float | None = Field(
+        default=None, gt=0, le=1_000_000,
+        description="With strategy halving: GPU-hours the sweep may spend in all (engine starts and runs, as the "
+        "records count them), checked before each rung; none = no limit.",
+    )
     accelerator_type: str | None = Field(
         default=None,
         description="GPU model every GPU trial must run on, as Ray names it (e.g. 'H200'); an engine's own "
@@ -78,6 +88,13 @@ class Study(_Strict):
         for engine in self.engines.values():
             if engine.accelerator_type is None:
                 engine.accelerator_type = self.accelerator_type
+        return self
+
+    @model_validator(mode="after")
+    def _budget_needs_halving(self) -> "Study":
+        if self.budget_gpu_hours is not None and self.strategy != "halving":
+            raise _RefError("budget_gpu_hours", "only with strategy: halving (a grid sweep runs every trial, "
+                            "whatever the budget)")
         return self
 
     @field_validator("repeats", mode="before")

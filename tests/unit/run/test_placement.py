@@ -83,6 +83,17 @@ def test_the_jobs_entrypoint_carries_auto_repeats_and_the_run_budget_that_farm_s
     assert params["repeats"] == "auto" and params["run_budget"] == 120 and params["address"] == "auto"
 
 
+def test_the_jobs_entrypoint_carries_the_halving_strategy_and_its_budget():
+    import shlex
+
+    from farm.cli.main import sweep
+    from farm.run.jobs import SweepArgs
+
+    argv = shlex.split(SweepArgs(grid="full", tracking_uri="http://head:5000", strategy="halving", budget=1.5).entrypoint())
+    params = sweep.make_context("sweep", argv[4:]).params
+    assert params["strategy"] == "halving" and params["budget"] == 1.5
+
+
 def test_the_staged_project_carries_code_and_study_but_no_environments(tmp_path):
     import yaml
 

@@ -1,0 +1,199 @@
+"""Whether a trial fits its GPUs, and how many tokens of KV cache it gets (pure), before anything starts.
+
+The model: per GPU, the engine may use `gpu_memory_utilization` of the GPU's memory; the weights
+(bytes by dtype, from the model's config.json: embeddings, attention, linear attention, experts),
+the activation and CUDA-graph reserve (the engine's, `farm.engines.base.MemoryReserve`, a base plus
+a cost per batched token) come off it, and the rest is KV cache. Bytes of KV cache per token count
+only the layers that hold one: in a hybrid model (Qwen3.5: 30 Gated DeltaNet layers, 10 full
+attention) the linear-attention layers keep a fixed state per sequence, not per token, so only the
+full-attention layers count, times the engine's measured overhead for hybrid pools. Tensor
+parallelism splits weights and KV heads; data parallelism makes replicas (their tokens add up, as
+the engines' logs do); expert parallelism spreads the experts over every GPU of the trial.
+
+A trial whose KV cache would be empty, or too small for one request of `max_model_len`, does not
+fit: the engine would refuse to start (its log: not enough KV-cache memory for max-model-len).
+The predictor's error is measured, not assumed: every trial records its prediction beside what its
+engine reported (`kv_cache_tokens`), and `prediction_error` says by how much they differ.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from farm.engines.memory import MemoryReserve, MemorySettings  # noqa: F401  (re-exported)
+
+GIB = 1024 ** 3
+MIB = 1024 ** 2
+# Memory of one GPU as its driver reports it (nvidia-smi), by the names Ray gives them.
+GPU_MEMORY_BYTES: dict[str, int] = {
+    "H200": 143771 * MIB,    # ../shared/reference/h200.md
+    "H100": 81559 * MIB,
+    "A100": 81920 * MIB,
+    "L40S": 46068 * MIB,
+}
+DTYPE_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "auto": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
+               "float32": 4, "fp32": 4}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelShape(_Strict):
+    """The numbers of a model's config.json that decide its memory (the language model only)."""
+
+    hidden_size: int
+    num_layers: int
+    full_attention_layers: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    tie_word_embeddings: bool = False
+    intermediate_size: int = 0
+    num_experts: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel: int = 0
+    attention_output_gate: bool = False
+    mtp_layers: int = 0
+    dtype_bytes: int = 2
+
+
+def shape_from_config(config: Mapping[str, Any]) -> ModelShape:
+    """A config.json (a multimodal one's `text_config`) -> ModelShape."""
+    t = dict(config.get("text_config") or config)
+    layers = int(t["num_hidden_layers"])
+    types = t.get("layer_types")
+    if types:
+        full = sum(1 for k in types if k == "full_attention")
+    elif t.get("full_attention_interval"):
+        full = layers // int(t["full_attention_interval"])
+    else:
+        full = layers
+    heads = int(t["num_attention_heads"])
+    hidden = int(t["hidden_size"])
+    dtype = str(t.get("torch_dtype") or t.get("dtype") or config.get("torch_dtype") or "bfloat16")
+    return ModelShape(
+        hidden_size=hidden, num_layers=layers, full_attention_layers=full, num_attention_heads=heads,
+        num_kv_heads=int(t.get("num_key_value_heads") or heads), head_dim=int(t.get("head_dim") or hidden // heads),
+        vocab_size=int(t["vocab_size"]), tie_word_embeddings=bool(t.get("tie_word_embeddings", False)),
+        intermediate_size=int(t.get("intermediate_size") or 0), num_experts=int(t.get("num_experts") or 0),
+        moe_intermediate_size=int(t.get("moe_intermediate_size") or 0),
+        shared_expert_intermediate_size=int(t.get("shared_expert_intermediate_size") or 0),
+        linear_key_heads=int(t.get("linear_num_key_heads") or 0), linear_value_heads=int(t.get("linear_num_value_heads") or 0),
+        linear_key_head_dim=int(t.get("linear_key_head_dim") or 0),
+        linear_value_head_dim=int(t.get("linear_value_head_dim") or 0),
+        linear_conv_kernel=int(t.get("linear_conv_kernel_dim") or 0),
+        attention_output_gate=bool(t.get("attn_output_gate", "qwen3_5" in str(t.get("model_type", "")))),
+        mtp_layers=int(t.get("mtp_num_hidden_layers") or 0), dtype_bytes=DTYPE_BYTES.get(dtype, 2))
+
+
+class ParameterCounts(_Strict):
+    embeddings: int = Field(description="Input embeddings and the LM head (bf16 even under FP8).")
+    dense: int = Field(description="Attention, linear attention, shared experts, routers: quantized by FP8, split by TP.")
+    experts: int = Field(description="Routed experts: quantized by FP8, split by TP or spread by EP.")
+
+    @property
+    def total(self) -> int:
+        return self.embeddings + self.dense + self.experts
+
+
+def parameter_counts(s: ModelShape, *, with_mtp: bool = False) -> ParameterCounts:
+    h = s.hidden_size
+    q_out = s.num_attention_heads * s.head_dim * (2 if s.attention_output_gate else 1)
+    attention = h * q_out + 2 * h * s.num_kv_heads * s.head_dim + s.num_attention_heads * s.head_dim * h
+    key_dim, value_dim = s.linear_key_heads * s.linear_key_head_dim, s.linear_value_heads * s.linear_value_head_dim
+    linear = (h * (2 * key_dim + 2 * value_dim) + h * 2 * s.linear_value_heads
+              + (2 * key_dim + value_dim) * s.linear_conv_kernel + value_dim * h)
+    if s.num_experts:
+        experts_per_layer = s.num_experts * 3 * h * s.moe_intermediate_size
+        dense_mlp = 3 * h * s.shared_expert_intermediate_size + h * s.num_experts + h
+    else:
+        experts_per_layer, dense_mlp = 0, 3 * h * s.intermediate_size
+    layers = s.num_layers + (s.mtp_layers if with_mtp else 0)
+    full = s.full_attention_layers + (s.mtp_layers if with_mtp else 0)
+    dense = full * attention + (s.num_layers - s.full_attention_layers) * linear + layers * dense_mlp
+    dense += (2 * h * h if with_mtp and s.mtp_layers else 0)  # the MTP head's projection of [embedding, hidden]
+    embeddings = s.vocab_size * h * (1 if s.tie_word_embeddings else 2)
+    return ParameterCounts(embeddings=embeddings, dense=dense, experts=layers * experts_per_layer)
+
+
+class FitPrediction(_Strict):
+    fits: bool
+    kv_cache_tokens: int = Field(description="Predicted KV-cache tokens, summed over data-parallel replicas (as logs say).")
+    weights_gib: float = Field(description="Weights per GPU.")
+    kv_cache_gib: float = Field(description="KV cache per GPU.")
+    reserve_gib: float = Field(description="Activation and CUDA-graph reserve per GPU.")
+    usable_gib: float = Field(description="What the engine may use of each GPU.")
+    reason: str = ""
+
+
+def weights_bytes(shape: ModelShape, m: MemorySettings) -> float:
+    """Weights per GPU."""
+    counts = parameter_counts(shape, with_mtp=m.speculative_mtp)
+    quant = DTYPE_BYTES.get(m.weights_dtype, shape.dtype_bytes)
+    gpus = m.tensor_parallel * m.data_parallel
+    spread = gpus if m.expert_parallel else m.tensor_parallel
+    return (counts.embeddings * shape.dtype_bytes / m.tensor_parallel + counts.dense * quant / m.tensor_parallel
+            + counts.experts * quant / spread)
+
+
+def kv_bytes_per_token(shape: ModelShape, m: MemorySettings, reserve: MemoryReserve | None = None) -> float:
+    """KV-cache bytes one token takes on one GPU: K and V of the full-attention layers' KV heads on it."""
+    heads = max(1, math.ceil(shape.num_kv_heads / m.tensor_parallel))
+    kv = DTYPE_BYTES.get(m.kv_dtype, shape.dtype_bytes) if m.kv_dtype != "auto" else shape.dtype_bytes
+    per = shape.full_attention_layers * 2 * heads * shape.head_dim * kv
+    if reserve is not None and shape.full_attention_layers < shape.num_layers:
+        per *= reserve.hybrid_kv_overhead * (reserve.hybrid_prefix_caching_overhead if m.prefix_caching else 1.0)
+    return per
+
+
+def predict(shape: ModelShape, m: MemorySettings, reserve: MemoryReserve, gpu_bytes: int) -> FitPrediction:
+    util = m.gpu_memory_utilization if m.gpu_memory_utilization is not None else reserve.default_gpu_memory_utilization
+    batched = m.max_batched_tokens or reserve.default_batched_tokens
+    usable = util * gpu_bytes
+    weights = weights_bytes(shape, m)
+    held = reserve.reserve_base_gib * GIB + reserve.reserve_per_batched_token_bytes * batched
+    kv = usable - weights - held
+    per_token = kv_bytes_per_token(shape, m, reserve)
+    tokens = int(max(kv, 0) / per_token) if per_token else 0
+    out = dict(weights_gib=round(weights / GIB, 2), kv_cache_gib=round(kv / GIB, 2), reserve_gib=round(held / GIB, 2),
+               usable_gib=round(usable / GIB, 2), kv_cache_tokens=tokens * m.data_parallel)
+    if kv <= 0:
+        return FitPrediction(fits=False, reason=f"weights {weights / GIB:.1f} GiB and reserve {held / GIB:.1f} GiB per GPU "
+                             f"exceed the {usable / GIB:.1f} GiB the engine may use ({util:g} of the GPU)", **out)
+    if m.max_model_len and tokens < m.max_model_len:
+        return FitPrediction(fits=False, reason=f"KV cache of {tokens:,} tokens per replica cannot hold one request of "
+                             f"max_model_len {m.max_model_len:,}", **out)
+    return FitPrediction(fits=True, **out)
+
+
+def prediction_error(predicted: int | None, reported: int | None) -> float | None:
+    """predicted / reported - 1 (+0.05: the predictor said 5 % more tokens than the engine got)."""
+    if not predicted or not reported:
+        return None
+    return predicted / reported - 1
+
+
+def trial_fit(engine: str, flags: Mapping[str, Any], model_quantization: str | None, config: Mapping[str, Any] | None,
+              accelerator: str | None) -> FitPrediction | None:
+    """The prediction for one trial (its engine's flags, all of them), or None where farm has no
+    model for it: an engine without a memory reserve, no config.json, a GPU of unknown memory."""
+    from farm.engines import get_engine
+
+    adapter = get_engine(engine)
+    if adapter.memory_reserve is None or config is None or accelerator not in GPU_MEMORY_BYTES:
+        return None
+    settings = adapter.memory_settings(flags, model_quantization)
+    if settings is None:
+        return None
+    return predict(shape_from_config(config), settings, adapter.memory_reserve, GPU_MEMORY_BYTES[accelerator])
