@@ -5,7 +5,7 @@ The actor asks `next_load` which load to run next, given the runs so far, until 
 alone, so a stored sweep's capacities are recomputed from its runs, never remembered.
 
 The search: the ladder's loads in order, once each, until one breaks the SLO or throughput stops
-growing while P95 TTFT grows (past saturation more load only queues); then bisection between the
+growing with the load while P95 TTFT grows (past saturation more load only queues); then bisection between the
 highest load that met the SLO and the lowest that broke it, until the interval is as narrow as
 the profile's resolution (neighbouring whole numbers for concurrency) or the run budget is spent.
 """
@@ -103,14 +103,17 @@ def point(load: float, metrics: Mapping[str, float] | None, ok: bool, slo: SLOSp
 
 def _saturated(spec: CapacitySpec, points: list[Point]) -> bool:
     """The last two ladder loads met the SLO, and the step between them gained too little throughput
-    while P95 TTFT grew."""
+    for the load it added while P95 TTFT grew."""
     ladder = [p for p in points if p.load in spec.ladder]
     if len(ladder) < 2 or not (ladder[-1].meets and ladder[-2].meets):
         return False
     prev, last = ladder[-2], ladder[-1]
     if None in (prev.total_tps, last.total_tps, prev.ttft_p95_ms, last.ttft_p95_ms):
         return False
-    return last.total_tps < prev.total_tps * (1 + spec.saturation_gain) and last.ttft_p95_ms > prev.ttft_p95_ms
+    # Relative to the load's own step: doubling the load for 8 % more throughput is saturation; a
+    # ladder of close loads (21, 22) gains little throughput per step without being saturated.
+    wanted = spec.saturation_gain * (last.load / prev.load - 1)
+    return last.total_tps < prev.total_tps * (1 + wanted) and last.ttft_p95_ms > prev.ttft_p95_ms
 
 
 def _bracket(points: list[Point]) -> tuple[float | None, float | None]:

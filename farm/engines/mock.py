@@ -52,6 +52,8 @@ class MockEngine(Engine):
         value = flags.get(self.admission_flag)
         if value is None:
             return None
+        if isinstance(value, str) and value.isdigit():  # a run record's flags are as the command line gives them
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"mock flag '{self.admission_flag}' must be a whole number >= 1, got {value!r}")
         return value

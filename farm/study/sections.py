@@ -256,9 +256,9 @@ class CapacitySpec(_Strict):
         description="Bisection stops when the interval is this narrow, relative to its lower end "
         "(concurrency also stops at neighbouring whole numbers).")
     saturation_gain: float = Field(
-        default=0.05, ge=0, le=1,
-        description="Past saturation: a step up the ladder that gains less than this share of throughput while "
-        "P95 TTFT grows ends the ladder.")
+        default=0.1, ge=0, le=1,
+        description="Past saturation: a step up the ladder whose throughput grows by less than this share of the "
+        "load's growth (0.1: doubling the load adds under 10 %) while P95 TTFT grows ends the ladder.")
 
     @field_validator("ladder")
     @classmethod
