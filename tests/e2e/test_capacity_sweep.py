@@ -1,0 +1,136 @@
+"""End to end: capacity under an SLO through the CLI (local Ray, real guidellm, mock-servers behind
+farm's admission gate, a temporary SQLite MLflow).
+
+The default study's `smoke_capacity` grid: two mock configurations that serve 1 and 3 requests at
+once (the rest queue), searched over concurrency 1, 2, 4 then bisection under a 400 ms P95
+TTFT. Past its admission limit a trial's queued requests wait one service time (about 0.36 s), so
+each trial's capacity is its admission limit. Then a study whose SLO no trial meets at its lowest
+load: the sweep says so in one line and exits 3.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from conftest import run_farm
+from sweeptools import write_study
+
+pytestmark = pytest.mark.slow
+
+PROFILE = "smoke_capacity"
+LADDER = [1, 2, 4]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("capacity")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    proc = run_farm("sweep", "--grid", "smoke_capacity", "--json", "--tracking-uri", uri, "--workdir", str(tmp / "runs"),
+                    cwd=tmp)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    report = run_farm("report", summary["sweep_id"], "--tracking-uri", uri, "--format", "json", cwd=tmp)
+    text = run_farm("report", summary["sweep_id"], "--tracking-uri", uri, cwd=tmp)
+    assert report.returncode == 0 and text.returncode == 0, report.stderr + text.stderr
+    return {"proc": proc, "uri": uri, "summary": summary, "report": json.loads(report.stdout), "text": text.stdout}
+
+
+def _limit(label_or_command: str) -> int:
+    return int(label_or_command.split("admission-limit=")[1].split()[0]) if "admission-limit=" in label_or_command \
+        else int(label_or_command.split("--limit ")[1].split()[0])
+
+
+def _rows(swept):
+    ranking = next(c for c in swept["report"]["capacity"] if c["profile"] == PROFILE)
+    return ranking, ranking["rows"]
+
+
+def _within_a_ladder_step(found: float, known: int) -> bool:
+    below = max([x for x in LADDER if x <= known], default=LADDER[0])
+    above = min([x for x in LADDER if x > known], default=LADDER[-1])
+    return below <= found <= above
+
+
+def test_each_trial_s_capacity_is_its_admission_limit_and_they_rank_by_it(swept):
+    ranking, rows = _rows(swept)
+    trials = {r["trial"]: r for r in rows}
+    limits = {}
+    for run in MlflowClient(swept["uri"]).search_runs(
+            [swept["summary"]["mlflow_run"].split("/experiments/")[1].split("/")[0]],
+            filter_string="tags.`farm.kind` = 'trial'"):
+        limits[run.data.tags["farm.trial_id"]] = int(run.data.params["flag.admission-limit"])
+    assert set(limits.values()) == {1, 3}
+    for trial, limit in limits.items():
+        row = trials[trial]
+        assert row["capacity"] is not None and _within_a_ladder_step(row["capacity"], limit), row
+        # the interval holds the known value: from a load that met the SLO to the lowest that broke it
+        assert row["capacity"] <= limit and (row["high"] is None or limit < row["high"]), row
+        assert row["runs"] <= 4  # the profile's max_runs
+    assert [limits[r["trial"]] for r in rows] == [3, 1]  # most capacity first
+    assert limits[ranking["recommended"]] == 3
+    rec = swept["summary"]["recommended"]
+    assert rec["trial"] == ranking["recommended"] and _limit(rec["command"]) == 3
+    # what the person sees at the end of the sweep: the capacity, not a throughput at a fixed load
+    assert "recommended: trial" in swept["proc"].stderr and "concurrent requests" in swept["proc"].stderr
+
+
+def test_the_report_shows_every_load_tried(swept):
+    _, rows = _rows(swept)
+    text = swept["text"]
+    assert f"Capacity under the SLO: {PROFILE}" in text and "Curves (smoke_capacity: every load tried)" in text
+    for row in rows:
+        assert [p["load"] for p in row["curve"]] == sorted(p["load"] for p in row["curve"])
+        assert row["curve"][0]["load"] == 1 and row["curve"][0]["meets"]
+        broke = [p for p in row["curve"] if not p["meets"]]
+        assert broke and all("P95 TTFT" in " ".join(p["misses"]) for p in broke)
+        # one line per load in the curve table
+        assert sum(1 for line in text.splitlines() if line.startswith(row["label"] + " ")) >= len(row["curve"])
+
+
+def test_plots_and_search_steps_are_in_mlflow(swept):
+    client = MlflowClient(swept["uri"])
+    sweep_id = swept["summary"]["sweep_id"]
+    plots = {os.path.basename(a.path) for a in client.list_artifacts(sweep_id, "report")}
+    assert {f"capacity_curves_{PROFILE}.png", f"capacity_{PROFILE}.png"} <= plots
+    _, rows = _rows(swept)
+    by_trial = {r["trial"]: r for r in rows}
+    exp = client.get_run(sweep_id).info.experiment_id
+    for run in client.search_runs([exp], filter_string="tags.`farm.kind` = 'trial'"):
+        row = by_trial[run.data.tags["farm.trial_id"]]
+        loads = client.get_metric_history(run.info.run_id, f"{PROFILE}/load")
+        ttft = client.get_metric_history(run.info.run_id, f"{PROFILE}/ttft_p95_ms")
+        # step k is the k-th load, lowest first: MLflow's chart of the metric is the curve
+        assert [m.step for m in sorted(loads, key=lambda m: m.step)] == list(range(row["runs"]))
+        assert [m.value for m in sorted(loads, key=lambda m: m.step)] == [p["load"] for p in row["curve"]]
+        assert len(ttft) == row["runs"]
+
+
+@pytest.fixture(scope="module")
+def missed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("capacity-miss")
+    profile = {"kind": "capacity", "data": {"kind": "synthetic", "prompt_tokens": 16, "output_tokens": 8},
+               "requests": 3, "max_seconds": 60,
+               "slo": {"ttft_p95_ms_max": 100, "min_success_rate": 0.5},
+               "capacity": {"over": "concurrency", "ladder": [1, 2]}}
+    study = write_study(tmp / "study.yaml", name="capacity-miss", grid="g", profile=profile,
+                        blocks=[{"name": name, "engine": "mock", "models": ["tiny"],
+                                 "flags": {"admission-limit": 1, "ttft-ms": ttft}}
+                                for name, ttft in (("fast", 300), ("slow", 900))])
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    return run_farm("sweep", "--config", str(study), "--grid", "g", "--tracking-uri", uri,
+                    "--workdir", str(tmp / "runs"), cwd=tmp)
+
+
+def test_no_trial_meeting_the_slo_is_one_line_and_its_own_exit_code(missed):
+    assert missed.returncode == 3, missed.stdout[-3000:] + missed.stderr[-3000:]
+    lines = [line for line in missed.stdout.splitlines() if line.startswith("no recommendation: ")]
+    assert len(lines) == 1
+    line = lines[0]
+    assert "no trial meets the SLO of p at its lowest load (1 concurrent requests)" in line
+    # the closest trial is the faster one, and the line says by how much it misses
+    assert "closest: fast, P95 TTFT" in line and "> 100 ms (+" in line
+    assert "recommended:" not in missed.stdout
