@@ -114,7 +114,9 @@ def select(results: Results, settings: SelectionSettings, strategy: str = "best"
         trials=_trial_rows(table, 1 - settings.alpha), comparison=comparison, unmeasured=unmeasured,
         engines=engines, engine_lead=lead, steps=steps,
         alpha=settings.alpha, sequential=settings.sequential, verdicts=verdicts,
-        cross_profile=cross_profile(table, results, settings, baseline, verdicts, metric),
+        # One command for all workloads weighs fixed loads: a capacity run's throughput is at each trial's own load.
+        cross_profile=cross_profile(table, results.model_copy(update={"records": [
+            r for r in results.records if r.profile not in capacities]}), settings, baseline, verdicts, metric),
         nodes=node_check(table, settings, baseline, metric), pareto=pareto(table, metric),
         edges=edges(table, settings, metric),
         unseparated=[] if primary in capacities else unseparated(table, settings, recommended, primary_verdict, metric),

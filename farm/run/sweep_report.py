@@ -156,6 +156,9 @@ def summary_json(study: Study, grid: str, outcome, uri: str, report: Report | No
             out["profiles"][profile] = row
         for w in report.warnings:
             out["warnings"][w.code] = out["warnings"].get(w.code, 0) + 1
+        out["capacity"] = {c.profile: {"decision": c.decision, "recommended": c.recommended, "unit": c.unit, "trials": [
+            {"trial": r.trial, "label": r.label, "capacity": r.capacity, "high": r.high, "runs": r.runs,
+             "total_tps": r.total_tps} for r in c.rows]} for c in report.selection.capacity}
     return out
 
 

@@ -33,20 +33,24 @@ def swept(tmp_path_factory):
                     cwd=tmp)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
-    report = run_farm("report", summary["sweep_id"], "--tracking-uri", uri, "--format", "json", cwd=tmp)
-    text = run_farm("report", summary["sweep_id"], "--tracking-uri", uri, cwd=tmp)
-    assert report.returncode == 0 and text.returncode == 0, report.stderr + text.stderr
-    return {"proc": proc, "uri": uri, "summary": summary, "report": json.loads(report.stdout), "text": text.stdout}
+    client = MlflowClient(uri)
+    report = client.download_artifacts(summary["sweep_id"], "report/report.md", str(tmp))
+    trials = {}
+    for run in client.search_runs([client.get_run(summary["sweep_id"]).info.experiment_id],
+                                  filter_string="tags.`farm.kind` = 'trial'"):
+        history = sorted(client.get_metric_history(run.info.run_id, f"{PROFILE}/load"), key=lambda m: m.step)
+        trials[run.data.tags["farm.trial_id"]] = {
+            "limit": int(run.data.params["flag.admission-limit"]), "run_id": run.info.run_id,
+            "steps": [m.step for m in history], "loads": [m.value for m in history]}
+    return {"proc": proc, "uri": uri, "summary": summary, "report": open(report).read(), "trials": trials}
 
 
-def _limit(label_or_command: str) -> int:
-    return int(label_or_command.split("admission-limit=")[1].split()[0]) if "admission-limit=" in label_or_command \
-        else int(label_or_command.split("--limit ")[1].split()[0])
+def _limit(command: str) -> int:
+    return int(command.split("--limit ")[1].split()[0])
 
 
-def _rows(swept):
-    ranking = next(c for c in swept["report"]["capacity"] if c["profile"] == PROFILE)
-    return ranking, ranking["rows"]
+def _ranking(swept):
+    return swept["summary"]["capacity"][PROFILE]
 
 
 def _within_a_ladder_step(found: float, known: int) -> bool:
@@ -56,57 +60,44 @@ def _within_a_ladder_step(found: float, known: int) -> bool:
 
 
 def test_each_trial_s_capacity_is_its_admission_limit_and_they_rank_by_it(swept):
-    ranking, rows = _rows(swept)
-    trials = {r["trial"]: r for r in rows}
-    limits = {}
-    for run in MlflowClient(swept["uri"]).search_runs(
-            [swept["summary"]["mlflow_run"].split("/experiments/")[1].split("/")[0]],
-            filter_string="tags.`farm.kind` = 'trial'"):
-        limits[run.data.tags["farm.trial_id"]] = int(run.data.params["flag.admission-limit"])
+    ranking = _ranking(swept)
+    limits = {t: v["limit"] for t, v in swept["trials"].items()}
     assert set(limits.values()) == {1, 3}
-    for trial, limit in limits.items():
-        row = trials[trial]
+    for row in ranking["trials"]:
+        limit = limits[row["trial"]]
         assert row["capacity"] is not None and _within_a_ladder_step(row["capacity"], limit), row
         # the interval holds the known value: from a load that met the SLO to the lowest that broke it
         assert row["capacity"] <= limit and (row["high"] is None or limit < row["high"]), row
         assert row["runs"] <= 4  # the profile's max_runs
-    assert [limits[r["trial"]] for r in rows] == [3, 1]  # most capacity first
-    assert limits[ranking["recommended"]] == 3
+    assert [limits[r["trial"]] for r in ranking["trials"]] == [3, 1]  # most capacity first
+    assert ranking["decision"] == "winner" and limits[ranking["recommended"]] == 3
     rec = swept["summary"]["recommended"]
     assert rec["trial"] == ranking["recommended"] and _limit(rec["command"]) == 3
     # what the person sees at the end of the sweep: the capacity, not a throughput at a fixed load
-    assert "recommended: trial" in swept["proc"].stderr and "concurrent requests" in swept["proc"].stderr
+    assert "concurrent requests" in swept["proc"].stderr.split("recommended: trial", 1)[1].splitlines()[0]
 
 
 def test_the_report_shows_every_load_tried(swept):
-    _, rows = _rows(swept)
-    text = swept["text"]
-    assert f"Capacity under the SLO: {PROFILE}" in text and "Curves (smoke_capacity: every load tried)" in text
-    for row in rows:
-        assert [p["load"] for p in row["curve"]] == sorted(p["load"] for p in row["curve"])
-        assert row["curve"][0]["load"] == 1 and row["curve"][0]["meets"]
-        broke = [p for p in row["curve"] if not p["meets"]]
-        assert broke and all("P95 TTFT" in " ".join(p["misses"]) for p in broke)
-        # one line per load in the curve table
-        assert sum(1 for line in text.splitlines() if line.startswith(row["label"] + " ")) >= len(row["curve"])
+    text = swept["report"]
+    assert f"## Capacity under the SLO: {PROFILE}" in text and "every load tried" in text
+    for row in _ranking(swept)["trials"]:
+        loads = swept["trials"][row["trial"]]["loads"]
+        assert loads[0] == 1 and len(loads) == row["runs"]
+        lines = [line for line in text.splitlines() if line.startswith(f"| {row['label']} | ")]
+        tried = [float(line.split("|")[2]) for line in lines if line.split("|")[3].strip() in ("yes", "no")]
+        assert sorted(tried) == loads
+        broke = [line for line in lines if line.split("|")[3].strip() == "no"]
+        assert broke and all("P95 TTFT" in line for line in broke)
 
 
 def test_plots_and_search_steps_are_in_mlflow(swept):
     client = MlflowClient(swept["uri"])
-    sweep_id = swept["summary"]["sweep_id"]
-    plots = {os.path.basename(a.path) for a in client.list_artifacts(sweep_id, "report")}
+    plots = {os.path.basename(a.path) for a in client.list_artifacts(swept["summary"]["sweep_id"], "report")}
     assert {f"capacity_curves_{PROFILE}.png", f"capacity_{PROFILE}.png"} <= plots
-    _, rows = _rows(swept)
-    by_trial = {r["trial"]: r for r in rows}
-    exp = client.get_run(sweep_id).info.experiment_id
-    for run in client.search_runs([exp], filter_string="tags.`farm.kind` = 'trial'"):
-        row = by_trial[run.data.tags["farm.trial_id"]]
-        loads = client.get_metric_history(run.info.run_id, f"{PROFILE}/load")
-        ttft = client.get_metric_history(run.info.run_id, f"{PROFILE}/ttft_p95_ms")
-        # step k is the k-th load, lowest first: MLflow's chart of the metric is the curve
-        assert [m.step for m in sorted(loads, key=lambda m: m.step)] == list(range(row["runs"]))
-        assert [m.value for m in sorted(loads, key=lambda m: m.step)] == [p["load"] for p in row["curve"]]
-        assert len(ttft) == row["runs"]
+    for trial in swept["trials"].values():
+        # step k is the k-th load, lowest first: MLflow's chart of each metric is the curve
+        assert trial["steps"] == list(range(len(trial["loads"]))) and trial["loads"] == sorted(trial["loads"])
+        assert len(client.get_metric_history(trial["run_id"], f"{PROFILE}/ttft_p95_ms")) == len(trial["loads"])
 
 
 @pytest.fixture(scope="module")
