@@ -126,7 +126,8 @@ def rankings(results: Results, settings: SelectionSettings) -> dict[str, Capacit
 def check_primary(found: dict[str, CapacityRanking], settings: SelectionSettings, source: str) -> None:
     """A capacity primary profile that no trial meets at its lowest load: the one-line answer."""
     ranking = found.get(settings.primary_profile)
-    if ranking is not None and ranking.recommended is None:
+    # Trials that measured no load at all (none started) are a failed sweep, not an SLO's answer.
+    if ranking is not None and ranking.recommended is None and any(r.curve for r in ranking.rows):
         raise SLONotMet(ranking.reason, file=source)
 
 

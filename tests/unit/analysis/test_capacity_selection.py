@@ -74,3 +74,14 @@ def test_no_trial_meeting_the_slo_is_one_line_naming_the_closest_and_its_misses(
     assert "\n" not in line and err.value.exit_code == 3
     assert line.startswith("no trial meets the SLO of smoke_capacity at its lowest load (1 concurrent requests)")
     assert "closest: near, P95 TTFT 600 ms > 400 ms (+50%)" in line
+
+
+def test_trials_that_measured_no_load_are_a_failed_sweep_not_an_slo_verdict(study):
+    from farm.analysis.results import Status
+    from farm.errors import UserError
+
+    failed = [RunRecord(id=f"{t}/{PROFILE}/0", trial=t, engine="mock", model="farm-tiny", flags=BIG, profile=PROFILE,
+                        status=Status.engine_failed_to_start, reason="exited", total_requests=20) for t in ("a", "b")]
+    with pytest.raises(UserError) as err:
+        _select(study, _results(study, failed))
+    assert not isinstance(err.value, SLONotMet) and err.value.exit_code == 2  # the sweep's end turns it into exit 1
