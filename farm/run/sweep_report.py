@@ -81,6 +81,10 @@ def summary_metrics(report: Report, hours: float | None) -> dict[str, float]:
                 out[schema.baseline_metric(profile, metric)] = base[metric]
             if rec.get(metric) is not None and base.get(metric):
                 out[schema.delta_metric(profile, metric)] = (rec[metric] / base[metric] - 1) * 100
+    for ranking in report.selection.capacity:  # the experiment's table sets sweeps' capacities side by side
+        row = ranking.row(ranking.recommended) if ranking.recommended else None
+        if row is not None and row.capacity is not None:
+            out[schema.recommended_metric(ranking.profile, "capacity")] = row.capacity
     if hours is not None:
         out[schema.GPU_HOURS_METRIC] = hours
     return out

@@ -94,6 +94,8 @@ def test_plots_and_search_steps_are_in_mlflow(swept):
     client = MlflowClient(swept["uri"])
     plots = {os.path.basename(a.path) for a in client.list_artifacts(swept["summary"]["sweep_id"], "report")}
     assert {f"capacity_curves_{PROFILE}.png", f"capacity_{PROFILE}.png"} <= plots
+    # the sweep's run carries the recommendation's capacity, for the experiment's table
+    assert client.get_run(swept["summary"]["sweep_id"]).data.metrics[f"recommended/{PROFILE}/capacity"] == 3
     for trial in swept["trials"].values():
         # step k is the k-th load, lowest first: MLflow's chart of each metric is the curve
         assert trial["steps"] == list(range(len(trial["loads"]))) and trial["loads"] == sorted(trial["loads"])
