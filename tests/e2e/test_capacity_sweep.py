@@ -109,7 +109,8 @@ def missed(tmp_path_factory):
                "requests": 3, "max_seconds": 60,
                "slo": {"ttft_p95_ms_max": 100, "min_success_rate": 0.5},
                "capacity": {"over": "concurrency", "ladder": [1, 2]}}
-    study = write_study(tmp / "study.yaml", name="capacity-miss", grid="g", profile=profile,
+    # a loaded 2-core runner can take over a minute to start a mock-server: a slow start is not this test's subject
+    study = write_study(tmp / "study.yaml", name="capacity-miss", grid="g", profile=profile, engine={"ready_timeout_s": 300},
                         blocks=[{"name": name, "engine": "mock", "models": ["tiny"],
                                  "flags": {"admission-limit": 1, "ttft-ms": ttft}}
                                 for name, ttft in (("fast", 300), ("slow", 900))])
