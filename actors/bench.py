@@ -27,7 +27,7 @@ from farm.engines import get_engine
 from farm.engines.base import Failure, redact_args
 from actors.proc import (EngineEnvError, EngineExited, EngineProcess, ReadyTimeout, clean_env, expand_env, free_port,
                        tail)
-from farm.analysis import outcome
+from farm.analysis import capacity, outcome
 from farm.analysis.results import (ProfileRun, ReportError, Status, TrialResult, WarmupRun, parse_report, slim_report,
                                    stopped_by_time_limit)
 from farm.secrets import redact_flags, scrub, secret_values
@@ -251,9 +251,10 @@ class TrialRunner:
 
         # A block may ask for more runs of some profiles (first pass only: a later pass of
         # `--repeats auto` says itself how many more runs it wants).
+        searches = [name for name in trial.profiles if job.profiles[name].capacity is not None]
         counts = {name: max(job.repeats, trial.profile_repeats.get(name, 0) if job.first_pass else 0)
-                  for name in trial.profiles}
-        plan = [(name, r) for name in trial.profiles for r in range(counts[name])]
+                  for name in trial.profiles if name not in searches}
+        plan = [(name, r) for name in counts for r in range(counts[name])]
         # Interleave profiles and repeats in a seeded order, so drift over time (thermals, a noisy
         # neighbour) does not line up with one profile.
         random.Random(f"{job.order_seed}:{trial.id}").shuffle(plan)
@@ -264,8 +265,32 @@ class TrialRunner:
             result.runs.append(run)
             if run.status in outcome.STOPS_TRIAL:
                 break
+        # A capacity search runs once per trial (more repeats or passes add no load to search).
+        ended = any(r.status in outcome.STOPS_TRIAL for r in result.runs)
+        for name in searches if job.first_pass and not ended else []:
+            if self._search(name, base_url, tokenizer, data_files.get(name), result):
+                break
         result.runs.sort(key=lambda r: (trial.profiles.index(r.profile), r.repeat))
-        result.status, result.reason = outcome.trial_status(result.runs)
+        # A search's run that broke the SLO past the capacity (time limit, failed requests) is a
+        # point of its curve, not a failed trial; only a dead engine is.
+        judged = [r for r in result.runs if r.load is None or r.status in outcome.STOPS_TRIAL]
+        result.status, result.reason = outcome.trial_status(judged)
+
+    def _search(self, name: str, base_url: str, tokenizer: str, data_file: Path | None, result: TrialResult) -> bool:
+        """The capacity search of one profile (farm/analysis/capacity.py picks each load); True when
+        the engine died under it."""
+        profile = self.job.profiles[name]
+        floor = outcome.success_floor(profile, self.job.min_success_rate)
+        points: list[capacity.Point] = []
+        while not self._cancelled.is_set() and (load := capacity.next_load(profile.capacity, points)) is not None:
+            run = self._run_profile(name, len(points), base_url, tokenizer, data_file, at=profile.at_load(load))
+            run.load = load
+            result.runs.append(run)
+            if run.status in outcome.STOPS_TRIAL:
+                return True
+            metrics = run.metrics.model_dump(exclude_none=True) if run.metrics else None
+            points.append(capacity.point(load, metrics, run.status == Status.ok, profile.slo, floor))
+        return False
 
     def _warmup(self, name: str, base_url: str, tokenizer: str, data_file: Path | None) -> WarmupRun:
         """An unrecorded run of `warmup_requests` of the profile's data: the first run after a start
@@ -286,9 +311,11 @@ class TrialRunner:
                 f"guidellm exited with {client.returncode}: " + tail(client.log_path, 2).replace("\n", " | "))
         return warm
 
-    def _run_profile(self, name: str, repeat: int, base_url: str, tokenizer: str, data_file: Path | None) -> ProfileRun:
+    def _run_profile(self, name: str, repeat: int, base_url: str, tokenizer: str, data_file: Path | None,
+                     at: ProfileSpec | None = None) -> ProfileRun:
+        """One run of profile `name` (`at`: the profile at one load of its capacity search)."""
         job, trial = self.job, self.job.trial
-        profile = job.profiles[name]
+        profile = at or job.profiles[name]
         run = ProfileRun(profile=name, repeat=repeat, status=Status.ok, started_at=time.time())
         run.cache_reset = self._reset_cache(base_url)
         before = self._counters(base_url)
@@ -303,8 +330,10 @@ class TrialRunner:
         run.finished_at = time.time()
         after = self._counters(base_url)
         run.engine_counters = {k: after[k] - before[k] for k in after if k in before}
+        # A search's run is judged against the SLO by the search, not failed here for its success rate.
+        floor = 0.0 if at is not None else outcome.success_floor(profile, job.min_success_rate)
         facts = dict(requests=profile.requests, max_seconds=profile.max_seconds, timeout_s=timeout_s,
-                     min_success_rate=outcome.success_floor(profile, job.min_success_rate),
+                     min_success_rate=floor,
                      client_timed_out=client.timed_out, client_exit=client.returncode)
         if self.proc is not None and not self.proc.alive():
             facts.update(engine_died=True, engine_exit=self.proc.poll(), engine_failure=self._classified())
@@ -314,7 +343,7 @@ class TrialRunner:
                 run.metrics, _ = parse_report(raw, profile.requests)
                 report.write_text(json.dumps(slim_report(raw)))
                 run.report_file = report.name
-                facts.update(metrics=run.metrics, stopped_by_time_limit=stopped_by_time_limit(raw))
+                facts.update(metrics=run.metrics, stopped_by_time_limit=at is None and stopped_by_time_limit(raw))
             except (OSError, ValueError, ReportError) as exc:
                 facts.update(report_error=str(exc), client_log=tail(client.log_path, 200))
         status, reason = outcome.judge_run(outcome.RunFacts(**facts))

@@ -23,6 +23,14 @@ class UserError(Exception):
         return f"{where}: {self.reason}" if where else self.reason
 
 
+class SLONotMet(UserError):
+    """No trial meets a capacity profile's SLO even at its lowest load: the sweep ran, and says so.
+
+    Its own exit code, so a script tells it from a failed sweep (1) and from a mistake (2)."""
+
+    exit_code = 3
+
+
 class SpecError(UserError):
     """The study file is malformed, has unknown keys, or names things that do not exist."""
 

@@ -199,6 +199,9 @@ def next_pass(samples: Mapping[str, Sequence[float]], *, cost_per_repeat: Mappin
 def auto_samples(results: "Results", settings: "SelectionSettings") -> tuple[dict[str, list[float]], dict[str, int], str | None]:
     """Eligible candidates' samples on the primary profile (node controls left out), their
     complexity, and the baseline trial id: the inputs of `next_pass`."""
+    info = results.profiles.get(settings.primary_profile)
+    if info is not None and info.capacity is not None:
+        return {}, {}, None  # a capacity search runs once per trial: no repeat separates it further
     table = build_table(results, "total_tps", settings.min_success_rate, settings.slo)
     cells = [c for c in table.on(settings.primary_profile) if c.eligible and c.control_of is None]
     samples = {c.trial: c.values("total_tps") for c in cells}

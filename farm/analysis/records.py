@@ -30,7 +30,7 @@ from farm.engines import get_engine
 from farm.engines.base import parse_cli_flags, render_flags
 from farm.errors import UserError, key_path
 from farm.secrets import redact_flags
-from farm.study.spec import EngineSpec, Study
+from farm.study.spec import CapacitySpec, EngineSpec, Study
 from farm.study.trial import legacy_control_of
 
 RESULTS_FORMAT_VERSION = 1
@@ -95,6 +95,8 @@ class ProfileInfo(_Strict):
     max_concurrency: int | None = Field(default=None, gt=0, description="Most requests in flight at once.")
     seed: int | None = Field(default=None, description="Random seed of the data generator.")
     description: str | None = Field(default=None, description="Free text.")
+    capacity: CapacitySpec | None = Field(
+        default=None, description="A capacity profile's load search; its runs are loads of it, not repeats.")
 
     @property
     def fixed_output_length(self) -> bool:
@@ -138,6 +140,7 @@ class RunRecord(_Strict):
     repeat: int = Field(default=0, ge=0, description="Repeat number of this trial on this profile.")
     status: Status = Field(default=Status.ok, description="Outcome of the run; metrics are only trusted when `ok`.")
     reason: str | None = Field(default=None, description="Why the run did not succeed, if it did not.")
+    load: float | None = Field(default=None, gt=0, description="A capacity profile's run: the load it ran at.")
     metrics: dict[str, float] = Field(default_factory=dict, description="Metrics named as in seed-results.json.")
     total_requests: int | None = Field(default=None, description="Requests its profile asked for.")
     node: str | None = Field(default=None, description="Node the run ran on, if known.")
@@ -249,6 +252,7 @@ class _FileRun(_Strict):
     name: StrictStr | None = None
     node_control_of: StrictStr | None = None
     repeat: StrictInt = Field(default=0, ge=0)
+    load: StrictFloat | StrictInt | None = Field(default=None, gt=0)
     status: Status = Status.ok
     reason: StrictStr | None = None
     node: StrictStr | None = None
@@ -370,6 +374,7 @@ def results_from_data(data: Any, source: str) -> Results:
             node_control_of=run.node_control_of or legacy_control_of(run.trial or ""),
             profile=run.profile,
             repeat=run.repeat,
+            load=run.load,
             status=run.status,
             reason=run.reason,
             metrics=metrics,
@@ -408,7 +413,7 @@ def results_to_data(results: Results) -> dict[str, Any]:
     for rec in results.records:
         run: dict[str, Any] = {
             "id": rec.id, "trial": rec.trial, "name": rec.name, "engine": rec.engine, "model": rec.model,
-            "flags": rec.cli_flags, "node_control_of": rec.node_control_of, "profile": rec.profile, "repeat": rec.repeat, "status": rec.status.value,
+            "flags": rec.cli_flags, "node_control_of": rec.node_control_of, "profile": rec.profile, "repeat": rec.repeat, "load": rec.load, "status": rec.status.value,
             "reason": rec.reason, "node": rec.node, "command": rec.command, "metrics": dict(rec.metrics),
             "provenance": rec.provenance.model_dump(exclude_none=True) if rec.provenance else None,
             "limits": rec.limits.model_dump(exclude_none=True) if rec.limits else None,
@@ -460,6 +465,7 @@ def profile_info(study: "Study", name: str) -> ProfileInfo:
         max_concurrency=spec.max_concurrency,
         seed=spec.seed,
         description=spec.description or None,
+        capacity=spec.capacity,
     )
 
 
@@ -531,7 +537,7 @@ def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, Profil
         metrics = run.metrics.model_dump(exclude_none=True) if run.metrics else {}
         asked = profiles[run.profile].total_requests if run.profile in profiles else None
         out.append(RunRecord(id=f"{t.label}/{run.profile}/{run.repeat}", profile=run.profile, repeat=run.repeat,
-                             status=run.status, reason=run.reason, metrics=metrics, total_requests=asked,
+                             load=run.load, status=run.status, reason=run.reason, metrics=metrics, total_requests=asked,
                              provenance=provenance_of(tr, run.started_at, run.finished_at),
                              **{**common, "node": run.node or node}))
     ran = {run.profile for run in tr.runs}

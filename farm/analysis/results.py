@@ -102,6 +102,8 @@ class ProfileRun(BaseModel):
     node: str | None = Field(default=None, description="Node of this run when it differs from the trial's "
                              "(a later pass of `--repeats auto` may run elsewhere); none = the trial's node.")
     pass_index: int = Field(default=1, ge=1, description="Pass of `--repeats auto` this run belongs to (1 = the first).")
+    load: float | None = Field(default=None, description="A capacity profile's run: the concurrency or rate it ran at; "
+                               "`repeat` is then its place in the search.")
 
 
 class WarmupRun(BaseModel):

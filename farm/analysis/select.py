@@ -55,6 +55,7 @@ from farm.analysis.selection.rules import (
     find_baseline,
     pct_text,
 )
+from farm.analysis.selection import capacity as capacity_rank
 from farm.analysis.selection.stepwise import _best, stepwise
 from farm.analysis.selection.engines import engine_matchups
 from farm.errors import UserError
@@ -73,6 +74,11 @@ def select(results: Results, settings: SelectionSettings, strategy: str = "best"
     if strategy not in STRATEGIES:
         raise UserError(f"unknown strategy '{strategy}' (known: {', '.join(STRATEGIES)})", key="--strategy")
     primary = settings.primary_profile
+    # Capacity profiles rank by the load each trial serves under the SLO; the tables below see each
+    # trial's run at its capacity (farm/analysis/selection/capacity.py).
+    capacities = capacity_rank.rankings(results, settings)
+    capacity_rank.check_primary(capacities, settings, results.source)
+    results = capacity_rank.at_capacity(results, capacities)
     table = build_table(results, metric, settings.min_success_rate, settings.slo)
     on_primary = table.on(primary)
     if not on_primary:
@@ -85,6 +91,8 @@ def select(results: Results, settings: SelectionSettings, strategy: str = "best"
     steps, step_choice = stepwise(table, results, settings, baseline)
     _step_significance(steps, table, settings, metric)
     verdicts = [v for p in results.profiles_with_runs() if (v := profile_verdict(table, p, settings, baseline, metric))]
+    verdicts = [v for v in verdicts if v.profile not in capacities] + \
+        [v for r in capacities.values() if (v := capacity_rank.profile_verdict(r, settings))]
     primary_verdict = next((v for v in verdicts if v.profile == primary), None)
     if strategy == "stepwise":
         if step_choice is None:
@@ -108,7 +116,11 @@ def select(results: Results, settings: SelectionSettings, strategy: str = "best"
         trials=_trial_rows(table, 1 - settings.alpha), comparison=comparison, unmeasured=unmeasured,
         engines=engines, engine_lead=lead, engine_matchups=matchups, steps=steps,
         alpha=settings.alpha, sequential=settings.sequential, verdicts=verdicts,
-        cross_profile=cross_profile(table, results, settings, baseline, verdicts, metric),
+        # One command for all workloads weighs fixed loads: a capacity run's throughput is at each trial's own load.
+        cross_profile=cross_profile(table, results.model_copy(update={"records": [
+            r for r in results.records if r.profile not in capacities]}), settings, baseline, verdicts, metric),
         nodes=node_check(table, settings, baseline, metric), pareto=pareto(table, metric),
-        edges=edges(table, settings, metric), unseparated=unseparated(table, settings, recommended, primary_verdict, metric),
+        edges=edges(table, settings, metric),
+        unseparated=[] if primary in capacities else unseparated(table, settings, recommended, primary_verdict, metric),
+        capacity=list(capacities.values()),
     )

@@ -69,7 +69,14 @@ def cli() -> None:
               "With --dry-run, the trials as JSON.")
 def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, run_budget, strategy, budget,
           workdir, no_wait, only, quiet, as_json) -> None:
-    """Expand a grid into trials and benchmark each on its own engine server."""
+    """Expand a grid into trials and benchmark each on its own engine server.
+
+    \b
+    Exit codes: 0 a recommendation; 1 no recommendation (every trial failed or none is
+    eligible); 2 a mistake in the study or an option (nothing started); 3 no trial meets a
+    capacity profile's SLO even at its lowest load (the sweep ran; one line names the closest
+    trial and how far it misses each limit).
+    """
     # Imported when the command runs, so that `farm --help` and the other commands skip mlflow, ray, scipy.
     from farm.study.grid import expand, select_trials
     from farm.study.load import load_study

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from farm.cli import options as opt
-from farm.errors import UserError
+from farm.errors import SLONotMet, UserError
 
 
 @click.command("report")
@@ -53,6 +53,7 @@ def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, 
     records = merge_results(parts)
     with tempfile.TemporaryDirectory() as tmp:
         rep, why, _ = build_from_records(study, infos[0].grid, records, Path(out) if out else Path(tmp), strategy=strategy)
-    if rep is None:
-        raise UserError(why or "no report", key=f"sweep {' '.join(sweep_ids)}")
+    if rep is None:  # no trial meeting a capacity SLO has its own exit code (farm sweep's)
+        raise (SLONotMet if getattr(why, "exit_code", 1) == SLONotMet.exit_code else UserError)(
+            why or "no report", key=f"sweep {' '.join(sweep_ids)}")
     click.echo(render(rep, fmt), nl=False)

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+import shlex
+from typing import Any, ClassVar, Mapping, Sequence
 
 from farm.engines.base import Engine, FailurePattern, render_flags
 from farm.study.spec import EngineSpec
+from farm.study.trial import Trial
 
 # Installed beside farm's own interpreter: the mock engine is part of farm's environment.
 _GUIDELLM = str(Path(sys.executable).with_name("guidellm"))
+# The admission gate in front of the mock-server (farm/engines/mock_gate.py), run by its path.
+_GATE = str(Path(__file__).with_name("mock_gate.py"))
 
 
 class MockEngine(Engine):
@@ -39,6 +43,40 @@ class MockEngine(Engine):
     # never passed to the server, which would reject it.
     gpus_flag: ClassVar[str] = "gpus"
 
+    # Not a mock-server flag either: N requests served at once, the rest queued, by a gate in front of
+    # the server (farm/engines/mock_gate.py), so that latency grows with load past N the way a real
+    # engine's batch limit makes it grow (the mock-server's own limit does not hold streamed requests).
+    admission_flag: ClassVar[str] = "admission-limit"
+
+    def _admission(self, flags: Mapping[str, Any]) -> int | None:
+        value = flags.get(self.admission_flag)
+        if value is None:
+            return None
+        if isinstance(value, str) and value.isdigit():  # a run record's flags are as the command line gives them
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"mock flag '{self.admission_flag}' must be a whole number >= 1, got {value!r}")
+        return value
+
+    def _gate(self, limit: int, host: str, port: int | None) -> list[str]:
+        listen = ["--listen-host", host] + (["--listen-port", str(port)] if port is not None else [])
+        return [sys.executable, _GATE, "--limit", str(limit), *listen, "--"]
+
+    def command(self, spec: EngineSpec, trial: Trial, *, port: int, host: str | None = None,
+                gpu_ids: Sequence[str] | None = None) -> list[str]:
+        limit = self._admission(trial.all_flags)
+        if limit is None:
+            return super().command(spec, trial, port=port, host=host, gpu_ids=gpu_ids)
+        # The gate listens on the trial's port and starts the server on one of its own.
+        return self._gate(limit, host or spec.host, port) + self.launcher(spec) + self.serve_args(trial)
+
+    def serve_command_of(self, spec: EngineSpec, model: str, flags: Mapping[str, Any], weights: str = "real") -> str:
+        inner = super().serve_command_of(spec, model, flags, weights)
+        limit = self._admission(flags)
+        if limit is None:
+            return inner
+        return shlex.join(self._gate(limit, spec.host, None)) + " " + inner
+
     def gpus(self, flags: dict[str, Any]) -> int:
         value = flags.get(self.gpus_flag, 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -47,7 +85,8 @@ class MockEngine(Engine):
 
     def flag_args(self, model: str, flags: Mapping[str, Any], weights: str = "real") -> list[str]:
         # The mock server has no GPUs to be told of; it loads no weights either.
-        return self.model_args(model) + render_flags({k: v for k, v in flags.items() if k != self.gpus_flag})
+        farm_only = {self.gpus_flag, self.admission_flag}
+        return self.model_args(model) + render_flags({k: v for k, v in flags.items() if k not in farm_only})
 
     def warmup_command(self, spec: EngineSpec, model: str) -> list[str] | None:
         return None  # the mock server loads no weights

@@ -124,4 +124,7 @@ def write_plots(report: Report, directory: str | Path) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create the plot directory: {exc.strerror}", file=str(out)) from None
-    return [plot_throughput(report, out / "total_tps_by_profile.png"), plot_tps_vs_tpot(report, out / "tps_vs_tpot.png")]
+    from farm.report.capacity_plots import write_capacity_plots
+
+    return [plot_throughput(report, out / "total_tps_by_profile.png"), plot_tps_vs_tpot(report, out / "tps_vs_tpot.png"),
+            *write_capacity_plots(report, out)]

@@ -5,6 +5,7 @@ grouped by code, and each trial's verdict."""
 from __future__ import annotations
 
 from farm.analysis.records import RunRecord
+from farm.report.capacity_text import capacity_line, ranking_of
 from farm.report.checks import interval_text
 from farm.report.doc import Doc as _Doc
 from farm.report.models import Report
@@ -21,14 +22,19 @@ def summary_markdown(report: Report, *, heading: str | None = None, gpu_hours: f
     name = _labels(report)
     doc = _Doc(markdown=True)
     doc.h(heading or report.title)
-    doc.p(f"**Recommended** (trial `{rec.name or rec.trial}`, {_num(rec.total_tps)} total tok/s on "
-          f"`{sel.primary_profile}`):")
+    what = capacity_line(report) or f"{_num(rec.total_tps)} total tok/s on `{sel.primary_profile}`"
+    doc.p(f"**Recommended** (trial `{rec.name or rec.trial}`, {what}):")
     doc.code(rec.command)
     rows = []
     for v in sel.verdicts:
         lead = v.comparisons[0] if v.comparisons else None
-        rows.append([v.profile, v.decision.replace("_", " "), name.get(v.recommended, v.recommended),
-                     f"vs {name.get(lead.b, lead.b)}: {interval_text(lead)}" if lead is not None else "nothing to compare"])
+        ranking = ranking_of(sel, v.profile)
+        if ranking is not None:  # capacity: the search's intervals, not a difference of means
+            cells = [f"{name.get(r.trial, r.trial)} {r.interval}" for r in ranking.rows if r.capacity is not None][:2]
+            versus = "capacity " + " vs ".join(cells)
+        else:
+            versus = f"vs {name.get(lead.b, lead.b)}: {interval_text(lead)}" if lead is not None else "nothing to compare"
+        rows.append([v.profile, v.decision.replace("_", " "), name.get(v.recommended, v.recommended), versus])
     if rows:
         doc.p(f"**Verdict per profile** (\u03b1 = {sel.alpha:g}):")
         doc.table(["Profile", "Verdict", "Recommended there", "Lead (CI)"], rows)
@@ -52,7 +58,8 @@ def summary_markdown(report: Report, *, heading: str | None = None, gpu_hours: f
             doc.p(f"{lead.leader} leads {lead.runner_up} by {lead.total_tps_ahead_pct:.1f} %.")
     failed: dict[str, RunRecord] = {}
     for r in report.results.records:
-        if r.status.value != "ok":
+        # a capacity search's run past the capacity (a time limit, failed requests) is a point of its curve
+        if r.status.value != "ok" and (r.load is None or r.status.value in ("engine_crashed", "oom")):
             failed.setdefault(r.trial, r)
     if failed:
         doc.p(f"**Failed** ({len(failed)} trial(s)):")

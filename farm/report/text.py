@@ -16,6 +16,7 @@ from farm.analysis.select import (
     pct_text,
 )
 from farm.errors import UserError
+from farm.report.capacity_text import capacity_line, capacity_section, ranking_of
 from farm.report.checks import _fmt_pct, interval_text
 from farm.report.cost import gpu_time_section
 from farm.report.search import search_sections
@@ -65,6 +66,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "pareto": sel.pareto,
         "edges": [e.model_dump() for e in sel.edges],
         "unseparated": sel.unseparated,
+        "capacity": [c.model_dump() for c in sel.capacity],
     }
 
 
@@ -102,9 +104,13 @@ def _conclusion(doc: _Doc, report: Report) -> None:
     else:
         how = (f"the stepwise replay of grid {doc.tick(sel.step_grid or '')}, each step kept only if it raises the")
     doc.h("Conclusion")
-    doc.p(f"Recommended configuration ({how} {METRIC_LABELS[sel.metric]} on the {doc.tick(sel.primary_profile)} "
-          f"profile among trials with a success rate of at least {pct_text(sel.min_success_rate)}; "
-          f"trial {doc.tick(rec.name or rec.trial)}):")
+    if (capacity := capacity_line(report)) is not None:
+        doc.p(f"Recommended configuration (the most load served under the SLO: {capacity}; "
+              f"trial {doc.tick(rec.name or rec.trial)}):")
+    else:
+        doc.p(f"Recommended configuration ({how} {METRIC_LABELS[sel.metric]} on the {doc.tick(sel.primary_profile)} "
+              f"profile among trials with a success rate of at least {pct_text(sel.min_success_rate)}; "
+              f"trial {doc.tick(rec.name or rec.trial)}):")
     doc.code(pretty_command(rec.command))
     if sel.baseline is None:
         doc.p("No baseline: no engine-default trial was measured.")
@@ -160,6 +166,9 @@ def _verdict_paragraph(doc: _Doc, report: Report) -> None:
     v = sel.verdict()
     if v is None:
         return
+    if (ranking := ranking_of(sel, v.profile)) is not None:  # capacity: the search's evidence, not a t-test
+        doc.p(f"Evidence: {ranking.reason}; see \"Capacity under the SLO\".")
+        return
     name = _labels(report)
     tick = lambda t: doc.tick(name.get(t, t))  # noqa: E731
     cmp_text = "; ".join(f"{tick(c.a)} vs {tick(c.b)} ({' and '.join(c.roles).replace('_', '-')}): {interval_text(c)}"
@@ -207,6 +216,8 @@ def verdict_line(report: Report) -> str | None:
     v = sel.verdict()
     if v is None:
         return None
+    if (ranking := ranking_of(sel, v.profile)) is not None:
+        return ranking.reason
     name = _labels(report)
     runs = {t.id: t.repeats for t in sel.trials if t.profile == v.profile}
     lead = v.comparisons[0] if v.comparisons else None
@@ -561,9 +572,9 @@ def render(report: Report, fmt: str = "text") -> str:
         raise UserError(f"unknown report format '{fmt}' (text, markdown, json)", key="--format")
     doc = _Doc(markdown=fmt == "markdown")
     doc.title(report.title)
-    sections: list[Callable[[_Doc, Report], None]] = [_conclusion, _checks, _cross, _evidence, _rates, _conditions,
-                                                      _provenance, gpu_time_section, search_sections, _reference, _engines,
-                                                      engine_matchups_section, _limits, _steps, _trials,
+    sections: list[Callable[[_Doc, Report], None]] = [_conclusion, capacity_section, _checks, _cross, _evidence, _rates,
+                                                      _conditions, _provenance, gpu_time_section, search_sections, _reference,
+                                                      _engines, engine_matchups_section, _limits, _steps, _trials,
                                                       _nodes]
     for section in sections + ([_runs] if doc.md else []):
         section(doc, report)

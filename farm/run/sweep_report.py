@@ -10,18 +10,33 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rich.markup import escape
 from rich.rule import Rule
 
 from farm.run import terminal
 from farm.run.links import mlflow_run_link
 from farm.run.terminal import console
 from farm.store import schema, tracking
-from farm.errors import UserError
+from farm.errors import SLONotMet, UserError
 from farm.analysis.records import Results, records_from_trials, write_results_file
+from farm.report.capacity_text import capacity_line
 from farm.report import (Report, profile_numbers, render, report_for, summary_markdown, trial_verdicts, verdict_line,
                          warning_groups, write_plots)
 from farm.analysis.results import TrialResult
 from farm.study.spec import Study
+
+
+class Why(str):
+    """Why a sweep has no recommendation, and the exit code that says so (1: nothing eligible, the
+    sweep failed; 3: no trial meets a capacity profile's SLO at its lowest load, `SLONotMet`)."""
+
+    exit_code = 1
+
+
+def _why(exc: UserError) -> Why:
+    why = Why(exc.reason)
+    why.exit_code = exc.exit_code if isinstance(exc, SLONotMet) else 1
+    return why
 
 
 def build(study: Study, grid: str | None, results: list[TrialResult], sweep_id: str, outdir: Path,
@@ -53,7 +68,7 @@ def build_from_records(study: Study, grid: str | None, records: Results, outdir:
     try:
         report = report_for(records, study, strategy=strategy, grid=grid)
     except UserError as exc:  # e.g. no eligible trial: the sweep still has its results
-        return None, exc.reason, files
+        return None, _why(exc), files
     if extra is not None:
         extra(report)
     (outdir / schema.REPORT_MARKDOWN).write_text(render(report, "markdown"))
@@ -82,6 +97,10 @@ def summary_metrics(report: Report, hours: float | None) -> dict[str, float]:
                 out[schema.baseline_metric(profile, metric)] = base[metric]
             if rec.get(metric) is not None and base.get(metric):
                 out[schema.delta_metric(profile, metric)] = (rec[metric] / base[metric] - 1) * 100
+    for ranking in report.selection.capacity:  # the experiment's table sets sweeps' capacities side by side
+        row = ranking.row(ranking.recommended) if ranking.recommended else None
+        if row is not None and row.capacity is not None:
+            out[schema.recommended_metric(ranking.profile, "capacity")] = row.capacity
     if hours is not None:
         out[schema.GPU_HOURS_METRIC] = hours
     return out
@@ -157,6 +176,9 @@ def summary_json(study: Study, grid: str, outcome, uri: str, report: Report | No
             out["profiles"][profile] = row
         for w in report.warnings:
             out["warnings"][w.code] = out["warnings"].get(w.code, 0) + 1
+        out["capacity"] = {c.profile: {"decision": c.decision, "recommended": c.recommended, "unit": c.unit, "trials": [
+            {"trial": r.trial, "label": r.label, "capacity": r.capacity, "high": r.high, "runs": r.runs,
+             "total_tps": r.total_tps} for r in c.rows]} for c in report.selection.capacity}
     return out
 
 
@@ -174,7 +196,9 @@ def finish(study: Study, grid: str, outcome, uri: str, pending: list | None = No
         tracking.finish_sweep(uri, outcome.sweep_id, status, files)
     link = mlflow_run_link(uri, outcome.experiment_id, outcome.sweep_id)
     terminal.emit_json(summary_json(study, grid, outcome, uri, report, why,
-                                    status if report is not None else "no_recommendation", pending))
+                                    status if report is not None else
+                                    "slo_not_met" if getattr(why, "exit_code", 1) == SLONotMet.exit_code
+                                    else "no_recommendation", pending))
     if report is not None and report.warnings:
         console.print(f"\nchecks ({len(report.warnings)} warning(s); each one in the report: "
                       f"farm report {outcome.sweep_id}):", markup=False)
@@ -198,11 +222,11 @@ def finish(study: Study, grid: str, outcome, uri: str, pending: list | None = No
         if terminal.mode() == "quiet":
             print(f"error: no recommendation: {why}", file=sys.stderr)
             terminal.answer(f"sweep id: {outcome.sweep_id}")
-        raise SystemExit(1)
+        raise SystemExit(getattr(why, "exit_code", 1))
     rec = report.selection.recommended
     console.print(Rule("recommendation", style="bold green"))
-    console.print(f"[bold green]recommended:[/] trial {rec.name or rec.trial}, {rec.total_tps:,.1f} total tok/s on "
-                  f"{report.selection.primary_profile}")
+    what = capacity_line(report) or f"{rec.total_tps:,.1f} total tok/s on {report.selection.primary_profile}"
+    console.print(f"[bold green]recommended:[/] trial {escape(f'{rec.name or rec.trial}, {what}')}")
     terminal.answer(rec.command if terminal.mode() == "quiet" else f"  {rec.command}")
     evidence = verdict_line(report)
     if evidence:

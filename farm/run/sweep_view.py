@@ -14,7 +14,8 @@ from rich.text import Text
 
 from farm.engines import get_engine
 from farm.engines.base import redact_args
-from farm.analysis.outcome import LOG_EXPLAINS
+from farm.analysis import capacity
+from farm.analysis.outcome import LOG_EXPLAINS, success_floor
 from farm.run import terminal
 from farm.run.links import mlflow_run_link
 from farm.run.terminal import console
@@ -98,8 +99,34 @@ def _primary_tps(result: TrialResult, profile: str) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _capacity(study: Study, profile: str, result: TrialResult):
+    """A capacity profile's verdict on one trial's search runs (farm/analysis/capacity.py)."""
+    spec = study.profiles[profile]
+    floor = success_floor(spec, study.min_success_rate)
+    points = [capacity.point(r.load, r.metrics.model_dump(exclude_none=True) if r.metrics else None,
+                             r.status == Status.ok, spec.slo, floor) for r in result.runs_of(profile) if r.load]
+    return capacity.verdict(spec.capacity, points)
+
+
+def _print_capacity(study: Study, profile: str, results: list[TrialResult]) -> None:
+    table = Table(title=f"profile {profile} (capacity under its SLO, {study.profiles[profile].capacity.over})",
+                  title_justify="left")
+    for col in ("trial", "status", "capacity", "interval", "total tok/s there", "P95 TTFT ms there", "runs"):
+        table.add_column(col, justify="left" if col in ("trial", "status", "interval") else "right")
+    for res in results:
+        v = _capacity(study, profile, res)
+        table.add_row(f"{res.trial.label} {_flags_text(res.trial)}", res.status.value,
+                      f"{v.capacity:g}" if v.capacity is not None else "none", v.interval_text,
+                      f"{v.at.total_tps:,.1f}" if v.at and v.at.total_tps else "-",
+                      f"{v.at.ttft_p95_ms:,.1f}" if v.at and v.at.ttft_p95_ms else "-", str(len(v.curve)))
+    console.print(table)
+
+
 def print_summary(study: Study, grid: str, results: list[TrialResult]) -> None:
     for profile in study.grid_profiles(grid):
+        if study.profiles[profile].capacity is not None:
+            _print_capacity(study, profile, results)
+            continue
         table = Table(title=f"profile {profile}", title_justify="left")
         for col in ("trial", "status", "total tok/s", "output tok/s", "TTFT mean ms", "TPOT mean ms", "success"):
             table.add_column(col, justify="left" if col in ("trial", "status") else "right")
@@ -275,8 +302,13 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
         elif kind == "finished":
             state["done"] += 1
             progress.finished(job.trial, result.status == Status.ok)
-            tps = _primary_tps(result, study.grid_primary_profile(grid))
-            extra = f"{tps:,.0f} tok/s on {study.grid_primary_profile(grid)}" if tps else (result.reason or "")
+            primary = study.grid_primary_profile(grid)
+            tps = _primary_tps(result, primary)
+            extra = f"{tps:,.0f} tok/s on {primary}" if tps else (result.reason or "")
+            if study.profiles[primary].capacity is not None and result.runs_of(primary):
+                v = _capacity(study, primary, result)
+                extra = f"capacity {v.interval_text if v.capacity is None else f'{v.capacity:g}'} on {primary} " \
+                        f"({len(v.curve)} runs)"
             console.print(f"[{elapsed:6.0f}s] [{state['done']}/{state['total']}] {result.status.value:<22} "
                           f"{job.trial.label}: {extra}")
         elif kind == "pass_finished":

@@ -91,6 +91,7 @@ METRICS = ("total_tps", "output_tps", "request_throughput", "success_rate", "dur
            "ttft_mean_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_mean_ms", "tpot_p95_ms", "itl_mean_ms",
            "latency_mean_s", "latency_p95_s", "guidellm_total_tps_mean", "successful_requests",
            "total_input_tokens", "total_output_tokens")
+LOAD_METRIC = "load"  # a capacity search's step: the concurrency or rate it ran at
 METRICS_PER_BATCH = 900  # MLflow takes at most 1000 metrics in one log_batch
 
 

@@ -130,6 +130,9 @@ def trial_metrics(result: TrialResult) -> list[Metric]:
     out: list[Metric] = []
     for profile in result.trial.profiles:
         runs = [r for r in result.runs_of(profile) if r.metrics is not None]
+        if any(r.load is not None for r in runs):
+            out += _search_metrics(profile, runs, now)
+            continue
         for name in S.METRICS:
             values = [getattr(r.metrics, name) for r in runs if getattr(r.metrics, name) is not None]
             if not values:
@@ -138,6 +141,17 @@ def trial_metrics(result: TrialResult) -> list[Metric]:
             if len(values) > 1:
                 out += [Metric(S.run_metric_name(profile, name), v, now, r.repeat)
                         for r, v in zip(runs, values)]
+    return out
+
+
+def _search_metrics(profile: str, runs: list, now: int) -> list[Metric]:
+    """A capacity search's runs as steps, lowest load first: step k is the k-th load, so MLflow's
+    charts of `<profile>/<metric>` draw the curve (`<profile>/load` gives each step's load)."""
+    out: list[Metric] = []
+    for step, run in enumerate(sorted((r for r in runs if r.load is not None), key=lambda r: r.load)):
+        out.append(Metric(S.metric_name(profile, S.LOAD_METRIC), run.load, now, step))
+        out += [Metric(S.metric_name(profile, name), value, now, step) for name in S.METRICS
+                if (value := getattr(run.metrics, name)) is not None]
     return out
 
 

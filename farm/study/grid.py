@@ -227,7 +227,8 @@ def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = N
               starts: Mapping[str, float] | None = None, durations_from: str | None = None) -> GridCost:
     """Size and estimated GPU-hours of `grid`: each trial starts its engine once
     (`Engine.start_overhead_s`), then runs every profile `study.repeats` times (for 'auto': the
-    first pass; later passes are bounded by the study's run budget). `trials`: the grid already
+    first pass; later passes are bounded by the study's run budget; a capacity profile's search at
+    most its `max_runs`). `trials`: the grid already
     expanded (a 10,000-trial grid takes a second to expand)."""
     repeats = first_pass_repeats(study.repeats)
     measured = durations is not None and durations_from is not None
@@ -239,16 +240,18 @@ def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = N
     start_s: dict[str, float] = {}
     gpu_s = trial_s = 0.0
     by_engine: dict[str, int] = {}
+    # A capacity profile runs its search once, up to its run budget, whatever the repeats.
+    runs_of = {p: spec.capacity.max_runs if (spec := study.profiles[p]).capacity else repeats for p in study.profiles}
     for trial in trials:
         start = start_s.setdefault(trial.engine, (starts or {}).get(trial.engine, get_engine(trial.engine).start_overhead_s))
-        one = start + repeats * sum(seconds[p][0] + run_overhead_s for p in trial.profiles)
+        one = start + sum(runs_of[p] * (seconds[p][0] + run_overhead_s) for p in trial.profiles)
         trial_s += one
         gpu_s += one * trial.gpus
         by_engine[trial.engine] = by_engine.get(trial.engine, 0) + 1
     return GridCost(
         grid=grid,
         trials=len(trials),
-        runs=sum(len(t.profiles) for t in trials) * repeats,
+        runs=sum(runs_of[p] for t in trials for p in t.profiles),
         gpus_max=max(t.gpus for t in trials),
         gpu_hours=round(gpu_s / 3600, 2),
         trial_hours=round(trial_s / 3600, 2),

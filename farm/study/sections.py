@@ -222,6 +222,11 @@ class SLOSpec(_Strict):
         description="Also give the latency limits to guidellm as its per-request goodput objectives "
         "(ttft_ms, tpot_ms): each run then records the share of requests that met them and their rate.",
     )
+    min_goodput_share: float | None = Field(
+        default=None, gt=0, le=1,
+        description="Capacity profiles: the smallest share of requests that must meet guidellm's per-request "
+        "objectives (needs goodput: true) for a load to count as met.",
+    )
 
     @model_validator(mode="after")
     def _some_limit(self) -> "SLOSpec":
@@ -229,6 +234,45 @@ class SLOSpec(_Strict):
             raise ValueError("an slo needs at least one of ttft_p95_ms_max, tpot_mean_ms_max, min_success_rate")
         if self.goodput and self.ttft_p95_ms_max is None and self.tpot_mean_ms_max is None:
             raise ValueError("goodput needs a latency limit (ttft_p95_ms_max or tpot_mean_ms_max)")
+        if self.min_goodput_share is not None and not self.goodput:
+            raise ValueError("min_goodput_share is judged on guidellm's goodput: set goodput: true")
+        return self
+
+
+class CapacitySpec(_Strict):
+    """The load search of a `kind: capacity` profile: the most load whose runs meet the profile's SLO.
+
+    A coarse ladder first (each load once, upward, until one breaks the SLO or throughput stops
+    growing while latency grows), then bisection between the highest load that met the SLO and the
+    lowest that broke it, at most `max_runs` runs in all.
+    """
+
+    over: Literal["concurrency", "rate"] = Field(
+        description="What the search varies: concurrency (requests in flight) or rate (requests per second).")
+    ladder: list[float] = Field(min_length=1, description="The coarse loads, lowest first.")
+    max_runs: int = Field(default=8, ge=1, le=64, description="Most benchmark runs of the search, ladder included.")
+    resolution: float = Field(
+        default=0.1, gt=0, le=1,
+        description="Bisection stops when the interval is this narrow, relative to its lower end "
+        "(concurrency also stops at neighbouring whole numbers).")
+    saturation_gain: float = Field(
+        default=0.1, ge=0, le=1,
+        description="Past saturation: a step up the ladder whose throughput grows by less than this share of the "
+        "load's growth (0.1: doubling the load adds under 10 %) while P95 TTFT grows ends the ladder.")
+
+    @field_validator("ladder")
+    @classmethod
+    def _ladder(cls, ladder: list[float]) -> list[float]:
+        if any(b <= a for a, b in zip(ladder, ladder[1:])):
+            raise ValueError(f"the ladder must rise, lowest load first; got {ladder}")
+        if ladder[0] <= 0:
+            raise ValueError(f"loads must be above 0; got {ladder[0]:g}")
+        return ladder
+
+    @model_validator(mode="after")
+    def _whole(self) -> "CapacitySpec":
+        if self.over == "concurrency" and any(x != int(x) for x in self.ladder):
+            raise ValueError(f"a concurrency ladder is whole numbers of requests; got {self.ladder}")
         return self
 
 
@@ -249,3 +293,33 @@ class ProfileSpec(_Strict):
     )
     description: str = ""
     slo: SLOSpec | None = Field(default=None, description="Limits a trial must meet on this profile to be eligible.")
+    kind: Literal["fixed", "capacity"] = Field(
+        default="fixed",
+        description="fixed: runs at the profile's own load; capacity: a search for the most load that meets the SLO "
+        "(`capacity`), ranked by that load.")
+    capacity: CapacitySpec | None = Field(default=None, description="The load search of a `kind: capacity` profile.")
+
+    @model_validator(mode="after")
+    def _capacity(self) -> "ProfileSpec":
+        if self.kind == "capacity":
+            if self.capacity is None:
+                raise ValueError("a capacity profile needs `capacity` (over, ladder, max_runs)")
+            if self.slo is None:
+                raise ValueError("a capacity profile needs an `slo`: capacity is the most load that meets it")
+            if self.capacity.over == "concurrency" and self.rate is not None:
+                raise ValueError("a concurrency search sends as fast as its concurrency allows: leave `rate` unset")
+            if self.capacity.over == "rate" and self.rate is not None:
+                raise ValueError("a rate search sets the rate itself: leave `rate` unset")
+        elif self.capacity is not None:
+            raise ValueError("`capacity` is the search of a `kind: capacity` profile; set kind: capacity")
+        elif self.slo is not None and self.slo.min_goodput_share is not None:
+            raise ValueError("slo.min_goodput_share is judged by capacity profiles only (kind: capacity)")
+        return self
+
+    def at_load(self, load: float) -> "ProfileSpec":
+        """This profile at one load of its capacity search (its data, requests and limits unchanged)."""
+        if self.capacity is None:
+            raise ValueError("not a capacity profile")
+        if self.capacity.over == "concurrency":
+            return self.model_copy(update={"max_concurrency": int(load), "rate": None})
+        return self.model_copy(update={"rate": float(load)})

@@ -19,12 +19,12 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 from farm.errors import SpecError
 
 from farm.study.grid_spec import GridBlock, GridSpec
-from farm.study.sections import (DataSpec, EngineSpec, FlagValue, ModelSpec, ProfileSpec, SkipUnsupported, SLOSpec,
+from farm.study.sections import (CapacitySpec, DataSpec, EngineSpec, FlagValue, ModelSpec, ProfileSpec, SkipUnsupported, SLOSpec,
                                  _check_accelerator, _Strict, normalize_flag_name)
 
 ENGINES_CONTEXT = "engines"  # validation context: the names of the registered engines
 
-__all__ = ["DataSpec", "EngineSpec", "FlagValue", "GridBlock", "GridSpec", "ModelSpec", "ProfileSpec", "ReferenceSpec",
+__all__ = ["CapacitySpec", "DataSpec", "EngineSpec", "FlagValue", "GridBlock", "GridSpec", "ModelSpec", "ProfileSpec", "ReferenceSpec",
            "SkipUnsupported", "SLOSpec", "Study", "check_grid_name", "normalize_flag_name"]
 
 

@@ -59,6 +59,7 @@ def sweep(tmp_path_factory):
         path = client.download_artifacts(run.info.run_id, "result.json", str(tmp))
         result = json.loads(open(path).read())
         results[result["trial"]["name"] or json.dumps(result["trial"]["flags"], sort_keys=True)] = result
+    proc.tracking_uri = uri  # for the capacity test's look at the sweep's report
     return proc, results
 
 
@@ -105,6 +106,26 @@ def test_sweep_of_a_real_vllm(sweep):
     recommended = proc.stdout.split("recommended", 1)[1].splitlines()[1]
     assert "--max-num-seqs=1 " not in recommended + " "
     assert "--max-num-seqs=16" in recommended
+
+
+@needs_engine
+def test_a_capacity_search_runs_on_a_real_vllm(sweep, tmp_path):
+    proc, results = sweep
+    served = [r for r in results.values() if r["status"] == "ok"]
+    assert served
+    for res in served:
+        runs = [r for r in res["runs"] if r["profile"] == "capacity"]
+        # the ladder's loads in order (1, then 4), at most one bisection run more, one engine start
+        assert [r["load"] for r in runs][:2] == [1, 4] and len(runs) <= 3, runs
+        assert all(r["metrics"]["ttft_p95_ms"] > 0 and r["cache_reset"] for r in runs)
+    client = MlflowClient(proc.tracking_uri)
+    exp = client.get_experiment_by_name("tiny-vllm-cpu")
+    sweep_run = client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'sweep'")[0]
+    report = open(client.download_artifacts(sweep_run.info.run_id, "report/report.md", str(tmp_path))).read()
+    assert "## Capacity under the SLO: capacity" in report
+    for res in served:
+        label = res["trial"]["name"] or res["trial"]["id"]
+        assert f"| {label} | 1 | " in report  # its curve starts at the ladder's first load
 
 
 def _cpu_holds_fp8_kv() -> bool:

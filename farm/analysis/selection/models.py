@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from farm.analysis import stats as fstats
 from farm.analysis.limits import EffectiveLimits
 from farm.analysis.records import Results
+from farm.analysis.selection.capacity_models import CapacityRanking
 from farm.engines import parse_cli_flags
 from farm.errors import UserError
 from farm.study.grid import expand
@@ -415,6 +416,9 @@ class Selection(_Strict):
     edges: list[fstats.EdgeWarning] = Field(default_factory=list, description="Numeric flags whose best value is at the edge.")
     unseparated: list[str] = Field(
         default_factory=list, description="Single runs: trials within the assumed noise of the recommendation.")
+    capacity: list[CapacityRanking] = Field(
+        default_factory=list, description="Capacity profiles: each trial's capacity under the SLO, ranked "
+        "(farm/analysis/selection/capacity.py).")
 
     def verdict(self, profile: str | None = None) -> ProfileVerdict | None:
         profile = profile or self.primary_profile
