@@ -12,7 +12,7 @@ from farm.errors import SLONotMet, UserError
 
 
 @click.command("report")
-@click.argument("sweep_ids", metavar="SWEEP_ID...", nargs=-1, required=True, type=opt.SWEEP_ID)
+@click.argument("sweep_ids", metavar="SWEEP_ID", nargs=-1, required=True, type=opt.SWEEP_ID)
 @click.option("--tracking-uri", type=opt.TRACKING_URI, default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
 @click.option("--strategy", type=click.Choice(["best", "stepwise"]), default="best", show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
