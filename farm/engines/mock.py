@@ -7,12 +7,15 @@ it does not know), so every layer of farm except the GPU runs for real on a lapt
 
 from __future__ import annotations
 
+import hashlib
+import re
 import sys
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 from farm.engines.base import Engine, FailurePattern, render_flags
 from farm.study.spec import EngineSpec
+from farm.study.trial import Trial
 
 # Installed beside farm's own interpreter: the mock engine is part of farm's environment.
 _GUIDELLM = str(Path(sys.executable).with_name("guidellm"))
@@ -38,6 +41,12 @@ class MockEngine(Engine):
     # without GPUs (`axes: {gpus: [1, 2]}`). It is part of the trial (id, MLflow params) but is
     # never passed to the server, which would reject it.
     gpus_flag: ClassVar[str] = "gpus"
+    # Not mock-server flags either: a GPU engine's start, simulated (bench/makespan.py). The
+    # server starts after sleeping `start-s` seconds, or `warm-start-s` where this node's compile
+    # cache already holds the trial's `graph` (a marker file there, written once the sleep is
+    # over, as a real engine writes its cache while it starts: two cold starts at once are both cold).
+    start_flags: ClassVar[tuple[str, ...]] = ("start-s", "warm-start-s", "graph")
+    compile_flags: ClassVar[frozenset[str] | None] = frozenset({"graph"})
 
     def gpus(self, flags: dict[str, Any]) -> int:
         value = flags.get(self.gpus_flag, 0)
@@ -47,7 +56,34 @@ class MockEngine(Engine):
 
     def flag_args(self, model: str, flags: Mapping[str, Any], weights: str = "real") -> list[str]:
         # The mock server has no GPUs to be told of; it loads no weights either.
-        return self.model_args(model) + render_flags({k: v for k, v in flags.items() if k != self.gpus_flag})
+        own = {self.gpus_flag, *self.start_flags}
+        return self.model_args(model) + render_flags({k: v for k, v in flags.items() if k not in own})
+
+    def command(self, spec: EngineSpec, trial: Trial, *, port: int, host: str | None = None,
+                gpu_ids: Sequence[str] | None = None) -> list[str]:
+        argv = super().command(spec, trial, port=port, host=host, gpu_ids=gpu_ids)
+        flags = trial.all_flags
+        if "start-s" not in flags:
+            return argv
+        cold = float(flags["start-s"])
+        warm = float(flags.get("warm-start-s", cold))
+        marker = hashlib.sha1(str(self.compile_key(trial.model, flags, trial.weights)).encode()).hexdigest()[:16]
+        # farm's node cache (actors/tokenizer.py: cache_dir), where real engines' compile caches go
+        script = ('d="${FARM_CACHE_DIR:-$HOME/.cache/farm}/compile/mock"; mkdir -p "$d"; '
+                  f'm="$d/{marker}"; '
+                  f'if [ -e "$m" ]; then echo "farm mock: compile cache warm"; sleep {warm}; '
+                  f'else echo "farm mock: compile cache cold"; sleep {cold}; fi; '
+                  'touch "$m"; exec "$@"')
+        return ["sh", "-c", script, "mock-engine", *argv]
+
+    def start_estimate_s(self, flags: Mapping[str, Any]) -> tuple[float, float]:
+        if "start-s" not in flags:
+            return super().start_estimate_s(flags)
+        return float(flags["start-s"]), float(flags.get("warm-start-s", flags["start-s"]))
+
+    def reported_startup(self, log_text: str) -> dict[str, Any]:
+        m = re.search(r"^farm mock: compile cache (warm|cold)", log_text, re.M)
+        return {"compile_cache_hit": m.group(1) == "warm"} if m else {}
 
     def warmup_command(self, spec: EngineSpec, model: str) -> list[str] | None:
         return None  # the mock server loads no weights
