@@ -17,6 +17,7 @@ seconds here and in H200 hours (/ scale). No MLflow: the driver's logging is ben
 
     python bench/makespan.py                 # --scale 0.1, 34 TP1 + 4 TP2 trials
     python bench/makespan.py --groups2 4 --groups12 2 --tp2 2
+    python bench/makespan.py --model         # the default study's full + tp grids in a model, in a second
 
 Target (issue "The farm's own cost"): efficiency >= 0.9.
 """
@@ -111,6 +112,68 @@ def run_order(study, trials, scheduled: bool, tmp: Path) -> dict:
             "start_gpu_s": start_gpu_s, "cold": cold}
 
 
+def model(items: list, nodes: dict[str, int], scheduled: bool) -> dict:
+    """The same two orders in a model of the cluster (no processes): trials take their estimates,
+    plus the cold start's extra where the node's compile cache does not hold their group yet. Grid
+    order: the next trial goes where most GPUs are free (Ray's SPREAD), in grid order."""
+    from farm.analysis.schedule import Dispatcher
+
+    dispatcher = Dispatcher(list(items)) if scheduled else None
+    queue = list(items)
+    now, running, ran, cache = 0.0, [], [], {}
+    while (dispatcher.pending if dispatcher else queue) or running:
+        free = dict(nodes)
+        for end, node, item in running:
+            free[node] -= item.gpus
+        while True:
+            if dispatcher:
+                picked = dispatcher.next(free, now)
+            else:
+                fit = [n for n in sorted(free, key=lambda n: -free[n]) if queue and free[n] >= queue[0].gpus]
+                picked = (queue.pop(0), fit[0]) if fit else None
+            if picked is None:
+                break
+            item, node = picked
+            free[node] -= item.gpus
+            if dispatcher:
+                dispatcher.started(item, node, now)
+            written = cache.get((node, item.group))
+            cold = written is None or written > now
+            cache.setdefault((node, item.group), now + (item.cold_start_s if cold else item.warm_start_s))
+            end = now + item.seconds + (item.cold_extra_s if cold else 0.0)
+            running.append((end, node, item))
+            ran.append((now, end, item, cold))
+        later = [w for w in cache.values() if w > now]
+        now = min([e for e, _, _ in running] + later)
+        running = [r for r in running if r[0] > now]
+    makespan = max(e for _, e, _, _ in ran)
+    gpu_s = sum((e - b) * i.gpus for b, e, i, _ in ran)
+    ideal = max(max(e - b for b, e, _, _ in ran), gpu_s / sum(nodes.values()))
+    start = sum((i.cold_start_s if c else i.warm_start_s) * i.gpus for _, _, i, c in ran)
+    return {"order": "scheduled" if scheduled else "grid order", "trials": len(ran), "makespan": makespan,
+            "ideal": ideal, "efficiency": ideal / makespan, "gpu_s": gpu_s, "start_gpu_s": start,
+            "cold": sum(c for *_, c in ran), "failed": []}
+
+
+def print_model() -> None:
+    from farm.analysis.schedule import items_of
+    from farm.study.grid import expand
+    from farm.study.load import load_study
+
+    study = load_study()
+    trials = expand(study, "full") + expand(study, "tp")
+    items = list(items_of(study, trials).values())
+    nodes = {f"node{n}": GPUS_PER_NODE for n in range(NODES)}
+    print(f"model (no processes): the default study's full + tp grids, {len(items)} distinct trials "
+          f"({sum(i.gpus > 1 for i in items)} of 2 GPUs), at farm's estimates (vLLM 240 s cold / 103 s warm, "
+          f"SGLang 240 / 80, the seed's run durations), {NODES} x {GPUS_PER_NODE} GPUs")
+    print(f"{'order':<11}  {'trials':>6}  {'makespan h':>10}  {'ideal h':>7}  {'efficiency':>10}  {'GPU-h held':>10}  "
+          f"{'GPU-h starting':>14}  {'cold starts':>11}")
+    for r in (model(items, nodes, False), model(items, nodes, True)):
+        print(f"{r['order']:<11}  {r['trials']:>6}  {r['makespan'] / 3600:>10.2f}  {r['ideal'] / 3600:>7.2f}  "
+              f"{r['efficiency']:>10.2f}  {r['gpu_s'] / 3600:>10.1f}  {r['start_gpu_s'] / 3600:>14.1f}  {r['cold']:>11}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=float, default=0.1, help="simulated seconds per H200 second")
@@ -118,7 +181,11 @@ def main() -> None:
     parser.add_argument("--groups12", type=int, default=2, help="compile groups of 12 TP1 trials")
     parser.add_argument("--tp2", type=int, default=4, help="TP2 trials (one compile group)")
     parser.add_argument("--only", choices=["grid", "scheduled"], help="run one order only")
+    parser.add_argument("--model", action="store_true", help="only the model of the default study's grids")
     args = parser.parse_args()
+    if args.model:
+        print_model()
+        return
 
     from raynodes import LOOPBACK_ENV, set_env
 
