@@ -124,13 +124,13 @@ def _free_gpus(running: Mapping[object, _Running]) -> dict[str, int]:
     return free
 
 
-def _allowed_nodes(job: TrialJob, pin: str | None) -> frozenset[str] | None:
+def _allowed_nodes(job: TrialJob, pin: str | None, nodes: list[dict]) -> frozenset[str] | None:
     if pin:
         return frozenset({pin})
     accel = job.engine_spec.accelerator_type if job.trial.gpus else None
     if not accel:
         return None
-    return frozenset(n["NodeID"] for n in ray.nodes() if n.get("Resources", {}).get(f"accelerator_type:{accel}"))
+    return frozenset(n["NodeID"] for n in nodes if n.get("Resources", {}).get(f"accelerator_type:{accel}"))
 
 
 def _next_job(dispatcher: schedule.Dispatcher, pending: list[TrialJob], free: dict[str, int],
@@ -173,8 +173,9 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
     tried_nodes: dict[str, set[str]] = {}
     dispatcher = None
     if items is not None:
+        known = ray.nodes()
         dispatcher = schedule.Dispatcher([dataclasses.replace(items[j.trial.id],
-                                                              nodes=_allowed_nodes(j, (pins or {}).get(j.trial.id)))
+                                                              nodes=_allowed_nodes(j, (pins or {}).get(j.trial.id), known))
                                           for j in jobs])
     try:
         while pending or running:
@@ -234,7 +235,7 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
                         "previous_attempts": [*job.previous_attempts, _attempt_line(result)]}))
                     if dispatcher is not None:
                         dispatcher.add(dataclasses.replace(
-                            items[job.trial.id], nodes=_allowed_nodes(job, (pins or {}).get(job.trial.id)),
+                            items[job.trial.id], nodes=_allowed_nodes(job, (pins or {}).get(job.trial.id), ray.nodes()),
                             avoid=frozenset(tried_nodes.get(job.trial.id, ()))))
                     continue
                 try:

@@ -50,8 +50,8 @@ class Sim:
                 r = Ran(item, node, now, end, cold)
                 running.append(r)
                 self.ran.append(r)
-            assert running, "pending trials but nothing running and nothing picked"
             later = [w for w in self.cache.values() if w > now]
+            assert running or later, "pending trials but nothing running, nothing picked, no cache to wait for"
             now = min([r.end for r in running] + later)
             running = [r for r in running if r.end > now]
         return max(r.end for r in self.ran)
@@ -124,7 +124,8 @@ def workloads(draw):
             allowed = draw(st.one_of(st.none(), st.sets(st.sampled_from(sorted(nodes)), min_size=1)))
             if allowed is not None and all(nodes[n] < gpus for n in allowed):
                 allowed = None
-            work.append(Item(id=f"g{g}-{t}", gpus=gpus, seconds=draw(st.floats(5, 100)),
+            # a trial's wall time holds its engine start
+            work.append(Item(id=f"g{g}-{t}", gpus=gpus, seconds=WARM + draw(st.floats(5, 100)),
                              cold_start_s=COLD, warm_start_s=WARM, group=f"g{g}",
                              nodes=frozenset(allowed) if allowed else None))
     return nodes, work
