@@ -98,18 +98,37 @@ class Engine:
     container_launcher: ClassVar[list[str] | None] = None
     # Estimated seconds from launch to ready, for cost estimates (farm.grid.grid_cost); not a timeout.
     start_overhead_s: ClassVar[float] = 30.0
+    # The same with this configuration's compile cache warm on the node (None: no cache to warm).
+    warm_start_overhead_s: ClassVar[float | None] = None
     # Flags that build the model's architecture with random weights instead of loading a
     # checkpoint (a study model with `weights: dummy`).
     dummy_weights_flags: ClassVar[Mapping[str, Any]] = {}
     # Whether the engine loads a checkpoint at all; one that does not (the mock server) serves a
     # `weights: dummy` model as it serves any other.
     loads_weights: ClassVar[bool] = True
+    # Flags that change what the engine compiles (torch.compile graphs, JIT and Triton kernels),
+    # so that two configurations equal in these (and in model and weights) share a node's compile
+    # cache: the second start is warm. None: the engine keeps no compile cache farm knows of.
+    compile_flags: ClassVar[frozenset[str] | None] = None
     # Flags whose presence makes a configuration's throughput depend on what the model outputs
     # (speculative decoding: accepted draft tokens); meaningless on random weights.
     output_dependent_flags: ClassVar[frozenset[str]] = frozenset()
 
     # How this engine spends a GPU's memory (farm/engines/memory.py); None: no memory-fit model.
     memory_reserve: ClassVar["MemoryReserve | None"] = None
+
+    def compile_key(self, model: str, flags: Mapping[str, Any], weights: str = "real") -> str | None:
+        """What a start of this configuration compiles: equal keys share a node's compile cache
+        (farm.analysis.schedule keeps them on one node, one after another); None: no cache."""
+        if self.compile_flags is None:
+            return None
+        graph = {k: v for k, v in flags.items() if k in self.compile_flags}
+        return json.dumps([self.name, model, weights, graph], sort_keys=True, default=str)
+
+    def start_estimate_s(self, flags: Mapping[str, Any]) -> tuple[float, float]:
+        """Estimated seconds from launch to ready: (cold compile cache, warm)."""
+        warm = self.warm_start_overhead_s
+        return self.start_overhead_s, self.start_overhead_s if warm is None else warm
 
     # -- resources -----------------------------------------------------------------------
     def gpus(self, flags: dict[str, Any]) -> int:

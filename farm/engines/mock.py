@@ -7,6 +7,8 @@ it does not know), so every layer of farm except the GPU runs for real on a lapt
 
 from __future__ import annotations
 
+import hashlib
+import re
 import sys
 from pathlib import Path
 import shlex
@@ -42,6 +44,12 @@ class MockEngine(Engine):
     # without GPUs (`axes: {gpus: [1, 2]}`). It is part of the trial (id, MLflow params) but is
     # never passed to the server, which would reject it.
     gpus_flag: ClassVar[str] = "gpus"
+    # Not mock-server flags either: a GPU engine's start, simulated (bench/makespan.py). The
+    # server starts after sleeping `start-s` seconds, or `warm-start-s` where this node's compile
+    # cache already holds the trial's `graph` (a marker file there, written once the sleep is
+    # over, as a real engine writes its cache while it starts: two cold starts at once are both cold).
+    start_flags: ClassVar[tuple[str, ...]] = ("start-s", "warm-start-s", "graph")
+    compile_flags: ClassVar[frozenset[str] | None] = frozenset({"graph"})
 
     # Not a mock-server flag either: N requests served at once, the rest queued, by a gate in front of
     # the server (farm/engines/mock_gate.py), so that latency grows with load past N the way a real
@@ -62,8 +70,8 @@ class MockEngine(Engine):
         listen = ["--listen-host", host] + (["--listen-port", str(port)] if port is not None else [])
         return [sys.executable, _GATE, "--limit", str(limit), *listen, "--"]
 
-    def command(self, spec: EngineSpec, trial: Trial, *, port: int, host: str | None = None,
-                gpu_ids: Sequence[str] | None = None) -> list[str]:
+    def _server_command(self, spec: EngineSpec, trial: Trial, *, port: int, host: str | None,
+                        gpu_ids: Sequence[str] | None) -> list[str]:
         limit = self._admission(trial.all_flags)
         if limit is None:
             return super().command(spec, trial, port=port, host=host, gpu_ids=gpu_ids)
@@ -85,8 +93,34 @@ class MockEngine(Engine):
 
     def flag_args(self, model: str, flags: Mapping[str, Any], weights: str = "real") -> list[str]:
         # The mock server has no GPUs to be told of; it loads no weights either.
-        farm_only = {self.gpus_flag, self.admission_flag}
-        return self.model_args(model) + render_flags({k: v for k, v in flags.items() if k not in farm_only})
+        own = {self.gpus_flag, self.admission_flag, *self.start_flags}
+        return self.model_args(model) + render_flags({k: v for k, v in flags.items() if k not in own})
+
+    def command(self, spec: EngineSpec, trial: Trial, *, port: int, host: str | None = None,
+                gpu_ids: Sequence[str] | None = None) -> list[str]:
+        argv = self._server_command(spec, trial, port=port, host=host, gpu_ids=gpu_ids)
+        flags = trial.all_flags
+        if "start-s" not in flags:
+            return argv
+        cold = float(flags["start-s"])
+        warm = float(flags.get("warm-start-s", cold))
+        marker = hashlib.sha1(str(self.compile_key(trial.model, flags, trial.weights)).encode()).hexdigest()[:16]
+        # farm's node cache (actors/tokenizer.py: cache_dir), where real engines' compile caches go
+        script = ('d="${FARM_CACHE_DIR:-$HOME/.cache/farm}/compile/mock"; mkdir -p "$d"; '
+                  f'm="$d/{marker}"; '
+                  f'if [ -e "$m" ]; then echo "farm mock: compile cache warm"; sleep {warm}; '
+                  f'else echo "farm mock: compile cache cold"; sleep {cold}; fi; '
+                  'touch "$m"; exec "$@"')
+        return ["sh", "-c", script, "mock-engine", *argv]
+
+    def start_estimate_s(self, flags: Mapping[str, Any]) -> tuple[float, float]:
+        if "start-s" not in flags:
+            return super().start_estimate_s(flags)
+        return float(flags["start-s"]), float(flags.get("warm-start-s", flags["start-s"]))
+
+    def reported_startup(self, log_text: str) -> dict[str, Any]:
+        m = re.search(r"^farm mock: compile cache (warm|cold)", log_text, re.M)
+        return {"compile_cache_hit": m.group(1) == "warm"} if m else {}
 
     def warmup_command(self, spec: EngineSpec, model: str) -> list[str] | None:
         return None  # the mock server loads no weights

@@ -151,8 +151,19 @@ class VLLMEngine(Engine):
     # Launch to ready on an H200 for a 35B MoE, weights on local disk: loading (~1 min), torch.compile
     # (1-2 min on a cold cache) and CUDA-graph capture (~30 s). An estimate for cost planning, not measured.
     start_overhead_s = 240.0
+    warm_start_overhead_s = 103.0  # measured there with VLLM_CACHE_ROOT kept (241 s cold)
     dummy_weights_flags: ClassVar[Mapping[str, Any]] = {"load-format": "dummy"}
     output_dependent_flags: ClassVar[frozenset[str]] = frozenset({"speculative-config"})
+    # What the torch.compile cache (VLLM_CACHE_ROOT) is keyed by, as far as the flags go: the
+    # compiled graph is keyed by its token range, so each batch budget (max-num-batched-tokens,
+    # or performance-mode's own) compiled cold on the H200 after another had warmed the cache
+    # (bench/h200/README.md); dtype, quantization, the parallel layout and the draft model change
+    # the graph; prefix caching, sequence limits and memory fractions do not.
+    compile_flags: ClassVar[frozenset[str] | None] = frozenset({
+        "dtype", "quantization", "kv-cache-dtype", "max-num-batched-tokens", "performance-mode", "max-model-len",
+        "tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size", "enable-expert-parallel",
+        "enforce-eager", "max-cudagraph-capture-size", "compilation-config", "speculative-config",
+        "attention-backend", "gdn-prefill-backend", "language-model-only", "tp", "pp", "dp"})
 
     # Order matters: the first pattern found anywhere in the log wins, so root causes come before
     # the generic "the engine died" lines that follow them.

@@ -7,7 +7,9 @@ hears of it, so a driver that dies loses nothing: `--resume SWEEP_ID` runs only 
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
@@ -20,7 +22,7 @@ from actors.bench import BenchActor, TrackingUnavailable, TrialJob
 from farm.run import metrics, passes
 from farm.run.ray_names import actor_name, sweep_namespace
 from farm.run.links import mlflow_run_link
-from farm.analysis import plan
+from farm.analysis import plan, schedule
 from farm.store import tracking
 from farm.engines import get_engine
 from farm.errors import UserError
@@ -108,15 +110,57 @@ class _Running:
     actor: "ray.actor.ActorHandle"
     placed: "ray.ObjectRef"  # resolves to the actor's node (kept to know where a lost actor was)
     node_id: str | None = None
+    target: str | None = None  # the node the scheduler chose
+
+
+def _free_gpus(running: Mapping[object, _Running]) -> dict[str, int]:
+    """Alive nodes able to hold a trial actor -> GPUs not held by this sweep's running trials."""
+    free = {n["NodeID"]: int(n["Resources"].get("GPU", 0)) for n in ray.nodes()
+            if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= ACTOR_CPUS}
+    for item in running.values():
+        node = item.target or item.node_id
+        if node in free:
+            free[node] -= item.job.trial.gpus
+    return free
+
+
+def _allowed_nodes(job: TrialJob, pin: str | None, nodes: list[dict]) -> frozenset[str] | None:
+    if pin:
+        return frozenset({pin})
+    accel = job.engine_spec.accelerator_type if job.trial.gpus else None
+    if not accel:
+        return None
+    return frozenset(n["NodeID"] for n in nodes if n.get("Resources", {}).get(f"accelerator_type:{accel}"))
+
+
+def _next_job(dispatcher: schedule.Dispatcher, pending: list[TrialJob], free: dict[str, int],
+              busy: bool) -> tuple[TrialJob, str | None] | None:
+    """The next job and its node as the scheduler picks them (taken off `pending`, its GPUs off
+    `free`); None to wait for GPUs. With nothing running and nothing fitting where GPUs look
+    free (a node lost), the plan's next job goes to Ray to place (node None)."""
+    picked = dispatcher.next(free, time.monotonic())
+    if picked is None and busy:
+        return None
+    item, node = picked or (dispatcher.pending.pop(0), None)
+    job = next(j for j in pending if j.trial.id == item.id)
+    pending.remove(job)
+    if node:
+        free[node] -= job.trial.gpus
+        dispatcher.started(item, node, time.monotonic())
+    return job, node
 
 
 def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
                on_event: Callable[[str, TrialJob, TrialResult | None], None] = lambda *a: None,
                log_lost: Callable[[TrialResult], None] = lambda r: None,
-               pins: Mapping[str, str] | None = None) -> list[TrialResult]:
+               pins: Mapping[str, str] | None = None,
+               items: Mapping[str, schedule.Item] | None = None) -> list[TrialResult]:
     """Run every job as an actor; returns one final result per trial, in job order.
 
     `pins` (trial id -> Ray node id) holds a trial to one node (the baseline's node controls).
+    `items` (trial id -> its estimate and compile group): farm.analysis.schedule picks which job
+    starts next and on which node (node affinity); without them, jobs start in their order and
+    Ray places them.
 
     Retries only transient failures (`outcome.should_retry`), up to `max_retries` times, each on
     another node than the attempts before where one can take it (soft: if none can, anywhere).
@@ -127,10 +171,23 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
     running: dict[ray.ObjectRef, _Running] = {}
     final: dict[str, TrialResult] = {}
     tried_nodes: dict[str, set[str]] = {}
+    dispatcher = None
+    if items is not None:
+        known = ray.nodes()
+        dispatcher = schedule.Dispatcher([dataclasses.replace(items[j.trial.id],
+                                                              nodes=_allowed_nodes(j, (pins or {}).get(j.trial.id), known))
+                                          for j in jobs])
     try:
         while pending or running:
+            free = _free_gpus(running) if dispatcher is not None else {}
             while pending and len(running) < max_in_flight:
-                job = pending.pop(0)
+                if dispatcher is None:
+                    job, chosen = pending.pop(0), None
+                else:
+                    picked = _next_job(dispatcher, pending, free, bool(running))
+                    if picked is None:
+                        break  # until GPUs free up (or a compile cache is written)
+                    job, chosen = picked
                 secret = get_engine(job.trial.engine).secret_flags(job.engine_spec)
                 options: dict = dict(name=actor_name(job.sweep_id, job.trial, job.attempt, secret),
                                      namespace=sweep_namespace(job.sweep_id),
@@ -139,12 +196,15 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
                     options["accelerator_type"] = job.engine_spec.accelerator_type  # only nodes with that GPU model
                 avoid = tried_nodes.get(job.trial.id, set())
                 target = _other_node(avoid, job.trial.gpus) if avoid else None
+                if chosen:  # the scheduler's node; soft: if that node is lost, anywhere else
+                    target = chosen
                 if target:
                     options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=target, soft=True)
                 if (pins or {}).get(job.trial.id):  # a node control measures this node or nothing
                     options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=pins[job.trial.id], soft=False)
                 actor = BenchActor.options(**options).remote(job.model_dump_json())
-                running[actor.run.remote()] = _Running(job, actor, actor.node.remote())
+                running[actor.run.remote()] = _Running(job, actor, actor.node.remote(),
+                                                       target=chosen)
                 on_event("started", job, None)
             done, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
             for item in running.values():
@@ -173,6 +233,10 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
                     pending.append(job.model_copy(update={
                         "attempt": job.attempt + 1,
                         "previous_attempts": [*job.previous_attempts, _attempt_line(result)]}))
+                    if dispatcher is not None:
+                        dispatcher.add(dataclasses.replace(
+                            items[job.trial.id], nodes=_allowed_nodes(job, (pins or {}).get(job.trial.id), ray.nodes()),
+                            avoid=frozenset(tried_nodes.get(job.trial.id, ()))))
                     continue
                 try:
                     if result.status in TRANSIENT and from_actor:
@@ -277,6 +341,8 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             on_event("pass_finished" if kind == "finished" else kind, job, result)
 
         try:
+            # Stepwise studies keep their order; a grid of GPU trials is scheduled (farm/analysis/schedule.py).
+            scheduled = not study.grids[grid].ordered and all(j.trial.gpus for j in jobs)
             if strategy == "halving":  # rungs planned from what MLflow holds (farm/run/halving.py)
                 _run_halving(study, grid, trials, tracking_uri=tracking_uri, sweep_id=sweep_id, make_job=make_job,
                              budget_gpu_hours=budget_gpu_hours, pruned=pruned, on_rung=on_rung,
@@ -286,7 +352,8 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                                                             log_lost=log_lost))
             else:
                 run_trials(jobs, max_in_flight=max_in_flight, max_retries=study.max_retries,
-                           on_event=on_event, log_lost=log_lost, pins={t.id: node for t, node in controls})
+                           on_event=on_event, log_lost=log_lost, pins={t.id: node for t, node in controls},
+                           items=schedule.items_of(study, [j.trial for j in jobs]) if scheduled else None)
             if plan.is_auto(repeats) and strategy != "halving":
                 passes.run_auto(study, grid, trials, tracking_uri=tracking_uri, sweep_id=sweep_id, make_job=make_job,
                                 run_jobs=lambda js: run_trials(js, max_in_flight=max_in_flight,

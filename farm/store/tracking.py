@@ -15,11 +15,13 @@ import os
 import statistics
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
+from mlflow.utils.file_utils import local_file_uri_to_path
 from pydantic import ValidationError
 
 from farm.engines import get_engine
@@ -247,22 +249,41 @@ def drop_unfinished_runs(uri: str, sweep_id: str) -> list[str]:
     return dropped
 
 
+def _result_bytes(c: MlflowClient, run) -> bytes | None:
+    """A child run's result.json; None for a run logged without one (older schema, interrupted upload)."""
+    uri = run.info.artifact_uri or ""
+    if uri.startswith("file:") or (uri and "://" not in uri):
+        # MLflow's local default: the file is on this disk; reading it skips download_artifacts'
+        # copy through a temporary directory (a quarter second a trial on 2 cores).
+        path = Path(local_file_uri_to_path(uri)) / S.RESULT_ARTIFACT
+        try:
+            return path.read_bytes()
+        except OSError:
+            return None
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            return Path(c.download_artifacts(run.info.run_id, S.RESULT_ARTIFACT, tmp)).read_bytes()
+        except Exception:  # MLflow raises its own, requests' and httpx's errors
+            return None
+
+
 def load_results(uri: str, sweep_id: str) -> list[TrialResult]:
-    """Every trial result of a sweep, from the `result.json` artifacts (latest attempt wins)."""
+    """Every trial result of a sweep, from the `result.json` artifacts (latest attempt wins).
+    From a server, the downloads go several at once: a sweep of 1,000 trials is 1,000 of them."""
     c = client(uri)
+    runs = sorted(trial_runs(uri, sweep_id), key=lambda r: r.info.start_time or 0)
+    with ThreadPoolExecutor(8) as pool:
+        contents = list(pool.map(lambda run: _result_bytes(c, run), runs))
     by_trial: dict[str, TrialResult] = {}
-    for run in sorted(trial_runs(uri, sweep_id), key=lambda r: r.info.start_time or 0):
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                path = c.download_artifacts(run.info.run_id, S.RESULT_ARTIFACT, tmp)
-            except Exception:  # a run logged without its result (older schema, interrupted upload)
-                continue
-            try:
-                result = TrialResult.model_validate_json(Path(path).read_bytes())
-            except ValidationError as exc:  # stored by a farm with another result schema
-                err = exc.errors()[0]
-                raise UserError(f"does not fit this farm's result schema ({err['msg']})",
-                                file=f"run {run.info.run_id}: {S.RESULT_ARTIFACT}", key=key_path(err["loc"]) or None) from None
+    for run, raw in zip(runs, contents):
+        if raw is None:
+            continue
+        try:
+            result = TrialResult.model_validate_json(raw)
+        except ValidationError as exc:  # stored by a farm with another result schema
+            err = exc.errors()[0]
+            raise UserError(f"does not fit this farm's result schema ({err['msg']})",
+                            file=f"run {run.info.run_id}: {S.RESULT_ARTIFACT}", key=key_path(err["loc"]) or None) from None
         by_trial[result.trial.id] = result
     return sorted(by_trial.values(), key=lambda r: r.trial.index)
 

@@ -222,6 +222,13 @@ def _profile_seconds(study: Study, name: str, durations: Mapping[str, float], so
     return 600.0, "assumed 600 s (no measured duration, no max_seconds)"
 
 
+def run_seconds(study: Study, trial: Trial, run_overhead_s: float = RUN_OVERHEAD_S) -> float:
+    """Estimated seconds of a trial's runs (its first pass) at the seed's durations."""
+    repeats = first_pass_repeats(study.repeats)
+    return repeats * sum(_profile_seconds(study, p, SEED_PROFILE_SECONDS, "")[0] + run_overhead_s
+                         for p in trial.profiles)
+
+
 def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = None,
               run_overhead_s: float = RUN_OVERHEAD_S, trials: list[Trial] | None = None,
               starts: Mapping[str, float] | None = None, durations_from: str | None = None) -> GridCost:
