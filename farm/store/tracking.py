@@ -17,6 +17,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlparse
 
 import yaml
 from mlflow.entities import Metric, Param, RunTag
@@ -252,7 +253,9 @@ def drop_unfinished_runs(uri: str, sweep_id: str) -> list[str]:
 def _result_bytes(c: MlflowClient, run) -> bytes | None:
     """A child run's result.json; None for a run logged without one (older schema, interrupted upload)."""
     uri = run.info.artifact_uri or ""
-    if uri.startswith("file:") or (uri and "://" not in uri):
+    # Only a file: URI or a bare path is on this disk; a server's proxied store is
+    # `mlflow-artifacts:/...` (one slash), which must go through the server.
+    if uri and urlparse(uri).scheme in ("", "file"):
         # MLflow's local default: the file is on this disk; reading it skips download_artifacts'
         # copy through a temporary directory (a quarter second a trial on 2 cores).
         path = Path(local_file_uri_to_path(uri)) / S.RESULT_ARTIFACT
