@@ -135,6 +135,10 @@ class Engine:
         """GPUs one trial needs, all on one node."""
         return 0
 
+    def check_flags(self, flags: Mapping[str, Any]) -> None:
+        """Raise ValueError for a flag value farm itself reads and cannot use (the grid turns it into
+        a one-line error naming the block); flags only the engine reads are the engine's to judge."""
+
     def memory_settings(self, flags: Mapping[str, Any], model_quantization: str | None) -> "MemorySettings | None":
         """What of the trial's flags decides its memory; None where the engine has no memory-fit model."""
         return None

@@ -85,6 +85,9 @@ class MockEngine(Engine):
             return inner
         return shlex.join(self._gate(limit, spec.host, None)) + " " + inner
 
+    def check_flags(self, flags: Mapping[str, Any]) -> None:
+        self._admission(flags)
+
     def gpus(self, flags: dict[str, Any]) -> int:
         value = flags.get(self.gpus_flag, 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -107,6 +107,7 @@ def expand(study: Study, grid: str) -> list[Trial]:
                 flags = {**combo_flags, **rendered}
                 all_flags = {**engine_spec.flags, **flags}
                 try:
+                    engine.check_flags(all_flags)
                     gpus = 0 if engine_spec.device == "cpu" else engine.gpus(all_flags)
                 except ValueError as exc:
                     raise SpecError(str(exc), file=study.source, key=where) from None

@@ -47,12 +47,15 @@ def _row(trial: str, records: list[RunRecord], spec, slo, floor: float, complexi
         why_stopped=cap.STOP_WORDS[v.stop], total_tps=v.at.total_tps if v.at else None,
         request_rate=v.at.request_rate if v.at else None, goodput_rps=v.at.goodput_rps if v.at else None,
         runs=len(points), complexity=complexity,
-        curve=[CapacityPoint(load=p.load, meets=p.meets, total_tps=p.total_tps, output_tps=p.output_tps,
-                             request_rate=p.request_rate, goodput_rps=p.goodput_rps, ttft_p95_ms=p.ttft_p95_ms,
-                             tpot_mean_ms=p.tpot_mean_ms, success_rate=p.success_rate,
-                             misses=[m.text() for m in p.misses]) for p in v.curve],
+        curve=[_curve_point(p) for p in v.curve],
         worst_miss=max((m.relative for m in lowest), default=None) if lowest else None,
         misses_at_lowest=[m.text() for m in lowest])
+
+
+def _curve_point(p: cap.Point) -> CapacityPoint:
+    # The search's point as the report shows it: the same numbers, its misses as text.
+    numbers = {name: getattr(p, name) for name in CapacityPoint.model_fields if name != "misses"}
+    return CapacityPoint(**numbers, misses=[m.text() for m in p.misses])
 
 
 def _load(x: float) -> str:

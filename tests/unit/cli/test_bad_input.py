@@ -52,6 +52,8 @@ def _edit(old: str, new: str):
 CASES = [
     ("malformed-yaml", _edit("  p:\n", "  p: [\n"), [],
      "{study}: line 12: malformed YAML: expected ',' or ']', but got '<scalar>'"),
+    ("mock-admission-limit-zero", _edit("      ttft-ms: 5\n", "      ttft-ms: 5\n      admission-limit: 0\n"), [],
+     "{study}: grids.g.blocks[0]: mock flag 'admission-limit' must be a whole number >= 1, got 0"),
     ("unknown-key", _edit("name: broken\n", "name: broken\nmax_retires: 3\n"), [],
      "{study}: max_retires: unknown key"),
     ("unknown-nested-key", _edit("    requests: 4\n", "    requests: 4\n    requets: 5\n"), [],
