@@ -24,12 +24,15 @@ def sweep(tmp_path_factory):
     from farm.study.load import load_study
 
     tmp = tmp_path_factory.mktemp("halving")
-    short = {"data": {"kind": "synthetic", "prompt_tokens": 16, "output_tokens": 8}, "rate": 1000,
+    # Latency-bound runs (24 tokens at 20 or 150 ms each): a run of the fast trial lasts about a
+    # second, so its throughput is set by the mock's latencies and not by how busy the 2 cores are
+    # (at 5 ms a token a run lasted 0.1 s and its samples spread too wide for rung 1 to stop anything).
+    short = {"data": {"kind": "synthetic", "prompt_tokens": 16, "output_tokens": 24}, "rate": 1000,
              "max_concurrency": 4, "max_seconds": 60, "slo": {"min_success_rate": 0.5}}
     path = write_study(
         tmp / "halving.yaml", name="halving", grid="race", max_concurrent=2,
-        blocks=[{"engine": "mock", "models": ["tiny"], "name": "best", "flags": {"ttft-ms": 5, "itl-ms": 5}},
-                {"engine": "mock", "models": ["tiny"], "name": "slow", "flags": {"ttft-ms": 5, "itl-ms": 200}}],
+        blocks=[{"engine": "mock", "models": ["tiny"], "name": "best", "flags": {"ttft-ms": 5, "itl-ms": 20}},
+                {"engine": "mock", "models": ["tiny"], "name": "slow", "flags": {"ttft-ms": 5, "itl-ms": 150}}],
         profile={**short, "requests": 24},
     )
     data = __import__("yaml").safe_load(path.read_text())
@@ -66,6 +69,7 @@ def sweep(tmp_path_factory):
 def test_the_significantly_worse_trial_stops_at_rung_1(sweep):
     assert sweep["rc1"] == 130, sweep["out1"][-3000:]
     stops = {s["trial"]: s for s in sweep["halving"]["stops"]}
+    assert sweep["ids"]["slow"] in stops, (stops, sweep["out1"][-3000:])
     slow = stops[sweep["ids"]["slow"]]
     assert (slow["rung"], slow["kind"]) == (1, "significantly_worse"), stops
     assert "significantly worse than the leader" in sweep["out2"]
@@ -76,7 +80,7 @@ def test_the_known_best_survives_and_is_recommended(sweep):
     assert sweep["ids"]["best"] not in {s["trial"] for s in sweep["halving"]["stops"]}
     assert "last rung done: 1 trial(s) measured on every profile" in sweep["out2"]
     rec = sweep["out2"].split("recommendation")[-1]
-    assert "--ttft-ms=5 --itl-ms=5" in rec, rec
+    assert "--ttft-ms=5 --itl-ms=20" in rec, rec
 
 
 def test_the_budget_is_never_exceeded(sweep):
