@@ -6,6 +6,8 @@
 #   bash scripts/h200/device.sh run SECONDS      # install what is complete, start (or keep) the sweep, wait
 #   FARM_H200_GRID=sglang bash scripts/h200/device.sh run SECONDS   # the SGLang grid (engine-sglang bundle)
 #   FARM_H200_GRID=sglang bash scripts/h200/device.sh start-only TRIAL  # one trial's engine start, no runs
+#   FARM_H200_GRID=tp bash scripts/h200/device.sh run SECONDS      # nvidia-h200-x2: TP 1/2, DP 2, EP (bench/h200-x2/)
+#   FARM_H200_GRID=busy bash scripts/h200/device.sh run SECONDS    # nvidia-h200-x4/-x8: 18 TP1 trials, makespan
 #
 # FARM_H200_FIRST_ONLY=1 runs only the grid's first trials (sweep-job.sh), so a later call can
 # use the GPU for something else without stopping a sweep midway.
@@ -107,6 +109,7 @@ snapshot() {
     tar -czf "$out/store.tgz" -C "$B/snap" .
   fi
   cp "$B/sweep.log" "$out/sweep.log" 2>/dev/null || true
+  cp "$B/gpus.txt" "$B/gpu-apps.csv" "$out/" 2>/dev/null || true   # several GPUs: scripts/h200/gpu_visibility.py
   (cd "$B" && find runs start-only -name engine.log -o -name command.txt 2>/dev/null | tar -czf "$out/engine-logs.tgz" -T - 2>/dev/null) || true
   [ -d "$B/facts" ] && tar -czf "$out/engine-facts.tgz" -C "$B" facts
   { date -u; nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv; du -sh "$B"/* 2>/dev/null; } > "$out/status.txt" 2>&1

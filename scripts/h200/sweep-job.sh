@@ -12,6 +12,18 @@ export GUIDELLM__MAX_WORKER_PROCESSES=8          # 16 cores: 512 requests in fli
 export RAY_USAGE_STATS_ENABLED=0 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 cd "$B/store"
+# On a machine of several GPUs: which process holds which GPU, every 5 s while the sweep runs
+# (scripts/h200/gpu_visibility.py checks that each engine held exactly its GPUs).
+nvidia-smi -L > "$B/gpus.txt" 2>&1 || true
+if [ "$(grep -c '^GPU ' "$B/gpus.txt")" -gt 1 ]; then
+  ( while sleep 5; do
+      t=$(date +%s)
+      nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits 2>/dev/null |
+        while IFS=', ' read -r pid uuid mem; do echo "$t,$pid,$(ps -o pgid= -p "$pid" 2>/dev/null | tr -d ' '),$uuid,$mem"; done
+    done >> "$B/gpu-apps.csv" ) &
+  sampler=$!
+  trap 'kill "$sampler" 2>/dev/null' EXIT
+fi
 farm() { python3 -m farm.cli "$@"; }
 # FARM_H200_GRID picks the grid (seed: vLLM, the default; sglang: SGLang). Each grid is its own
 # sweep with its own id file (seed keeps `sweep-id`, so sweep aa0e8ed8... resumes as before).

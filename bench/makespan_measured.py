@@ -1,0 +1,43 @@
+"""A real sweep's makespan against its ideal, from what MLflow holds (the GPUs' own start and run
+times, not a simulation: bench/makespan.py is the simulated one).
+
+    python bench/makespan_measured.py SWEEP_ID --tracking-uri sqlite:///.../mlflow.db --gpus 8
+
+Each trial holds its GPUs from its actor's start to its end (`started_at`, `finished_at` of its
+result). A sweep resumed on a later machine is measured per sitting (split where no trial ran for
+--gap seconds). Prints per sitting: trials, GPUs, makespan, ideal = max(longest trial, GPU-seconds /
+GPUs), efficiency = ideal / makespan, and the share of GPU-seconds a trial held.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main() -> None:
+    from farm.analysis.makespan import Held, cluster_use, sittings
+    from farm.store.tracking import load_results
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep_id")
+    parser.add_argument("--tracking-uri", required=True)
+    parser.add_argument("--gpus", type=int, required=True, help="GPUs the sweep's cluster had")
+    parser.add_argument("--gap", type=float, default=60.0, help="idle seconds that end a sitting")
+    args = parser.parse_args()
+    results = load_results(args.tracking_uri, args.sweep_id)
+    held = [Held(r.started_at, r.finished_at, r.trial.gpus) for r in results
+            if r.started_at is not None and r.finished_at is not None]
+    print(f"sweep {args.sweep_id}: {len(results)} trial(s), {len(held)} with start and end times, {args.gpus} GPUs")
+    print(f"{'sitting':>7}  {'trials':>6}  {'makespan s':>10}  {'ideal s':>8}  {'efficiency':>10}  {'GPU busy':>8}")
+    for n, part in enumerate(sittings(held, args.gap), 1):
+        u = cluster_use(part, args.gpus)
+        print(f"{n:>7}  {u.trials:>6}  {u.makespan_s:>10.0f}  {u.ideal_s:>8.0f}  {u.efficiency:>10.2f}  {u.busy:>8.0%}")
+    print("ideal = max(longest trial, GPU-seconds held / GPUs); target (issue \"The farm's own cost\"): efficiency >= 0.9")
+
+
+if __name__ == "__main__":
+    main()
