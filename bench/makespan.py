@@ -18,6 +18,7 @@ seconds here and in H200 hours (/ scale). No MLflow: the driver's logging is ben
     python bench/makespan.py                 # --scale 0.1, 34 TP1 + 4 TP2 trials
     python bench/makespan.py --groups2 4 --groups12 2 --tp2 2
     python bench/makespan.py --model         # the default study's full + tp grids in a model, in a second
+    python bench/makespan.py --model --tracking-uri sqlite:///mlflow.db   # ... at what its latest sweep measured
 
 Target (issue "The farm's own cost"): efficiency >= 0.9.
 """
@@ -155,18 +156,25 @@ def model(items: list, nodes: dict[str, int], scheduled: bool) -> dict:
             "cold": sum(c for *_, c in ran), "failed": []}
 
 
-def print_model() -> None:
+def print_model(tracking_uri: str | None = None) -> None:
     from farm.analysis.schedule import items_of
     from farm.study.grid import expand
     from farm.study.load import load_study
 
     study = load_study()
     trials = expand(study, "full") + expand(study, "tp")
-    items = list(items_of(study, trials).values())
+    measured = None
+    if tracking_uri:  # the durations a sweep would be scheduled at (farm/run/estimate.py)
+        from farm.run.estimate import schedule_durations
+
+        measured, line = schedule_durations(tracking_uri, study)
+        print(line)
+    items = list(items_of(study, trials, measured).values())
     nodes = {f"node{n}": GPUS_PER_NODE for n in range(NODES)}
+    at = ("the measured durations above" if measured else
+          "farm's estimates (vLLM 240 s cold / 103 s warm, SGLang 240 / 80, the seed's run durations)")
     print(f"model (no processes): the default study's full + tp grids, {len(items)} distinct trials "
-          f"({sum(i.gpus > 1 for i in items)} of 2 GPUs), at farm's estimates (vLLM 240 s cold / 103 s warm, "
-          f"SGLang 240 / 80, the seed's run durations), {NODES} x {GPUS_PER_NODE} GPUs")
+          f"({sum(i.gpus > 1 for i in items)} of 2 GPUs), at {at}, {NODES} x {GPUS_PER_NODE} GPUs")
     print(f"{'order':<11}  {'trials':>6}  {'makespan h':>10}  {'ideal h':>7}  {'efficiency':>10}  {'GPU-h held':>10}  "
           f"{'GPU-h starting':>14}  {'cold starts':>11}")
     for r in (model(items, nodes, False), model(items, nodes, True)):
@@ -182,9 +190,12 @@ def main() -> None:
     parser.add_argument("--tp2", type=int, default=4, help="TP2 trials (one compile group)")
     parser.add_argument("--only", choices=["grid", "scheduled"], help="run one order only")
     parser.add_argument("--model", action="store_true", help="only the model of the default study's grids")
+    parser.add_argument("--tracking-uri", help="with --model: the durations the study's latest sweep there measured")
     args = parser.parse_args()
+    if args.tracking_uri and not args.model:
+        parser.error("--tracking-uri goes with --model")
     if args.model:
-        print_model()
+        print_model(args.tracking_uri)
         return
 
     from raynodes import LOOPBACK_ENV, set_env

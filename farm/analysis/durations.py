@@ -1,7 +1,9 @@
 """Durations measured by an earlier sweep of a study, for the GPU-hour estimate of the next one
 (`farm sweep --dry-run --tracking-uri URI`): each engine's start (launch to ready) and each
 profile's run (its wall time in the actor where recorded, guidellm's duration plus the default
-overhead otherwise), as medians over the sweep's runs that ended `ok`."""
+overhead otherwise), as medians over the sweep's runs that ended `ok`. The trial scheduler
+(farm/analysis/schedule.py) reads the same medians, with an engine's cold starts (it compiled from
+scratch) and warm ones (the node's compile cache held its graph) apart."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from farm.study.grid import MeasuredDurations
 
 def measured_durations(results: Results, source: str, run_overhead_s: float) -> MeasuredDurations | None:
     """None when the sweep has no run that ended `ok`."""
-    starts: dict[str, dict[str, float]] = {}
+    starts: dict[str, dict[str, tuple[float, bool | None]]] = {}  # engine -> trial -> (seconds, cold)
     per_profile: dict[str, list[float]] = {}
     runs = 0
     for rec in results.records:
@@ -22,7 +24,7 @@ def measured_durations(results: Results, source: str, run_overhead_s: float) -> 
             continue
         prov = rec.provenance
         if prov is not None and prov.engine_start_s is not None:
-            starts.setdefault(rec.engine, {})[rec.trial] = prov.engine_start_s
+            starts.setdefault(rec.engine, {})[rec.trial] = (prov.engine_start_s, prov.engine_start_cold)
         if prov is not None and prov.run_wall_s is not None:
             seconds = prov.run_wall_s
         elif rec.metrics.get("duration_s") is not None:
@@ -34,5 +36,18 @@ def measured_durations(results: Results, source: str, run_overhead_s: float) -> 
     if not runs:
         return None
     return MeasuredDurations(source=source, runs=runs,
-                             start_s={e: round(statistics.median(v.values()), 2) for e, v in starts.items()},
+                             start_s=_medians(starts, lambda cold: True),
+                             cold_start_s=_medians(starts, lambda cold: cold is True),
+                             warm_start_s=_medians(starts, lambda cold: cold is False),
                              profile_s={p: round(statistics.median(v), 2) for p, v in per_profile.items()})
+
+
+def _medians(starts: dict[str, dict[str, tuple[float, bool | None]]], kind) -> dict[str, float]:
+    """Engine -> median start of the kind asked for; an engine with none of that kind is left out
+    (a start whose cache state went unrecorded is neither cold nor warm)."""
+    out = {}
+    for engine, by_trial in starts.items():
+        seconds = [s for s, cold in by_trial.values() if kind(cold)]
+        if seconds:
+            out[engine] = round(statistics.median(seconds), 2)
+    return out

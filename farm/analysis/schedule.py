@@ -12,6 +12,12 @@ Three things cost GPU time that a plain queue wastes (issue "The farm's own cost
   nodes are free; single free GPUs are filled by smaller ones.
 - the tail: within what a node may take, the longest trial (by the GPU-hour estimate) goes first.
 
+Estimates: the engines' defaults (`Engine.start_estimate_s`) and the seed's run durations, or,
+where the study's earlier sweep measured them (farm/analysis/durations.py, read from MLflow by
+farm/run/estimate.py when a sweep starts), its medians: per engine its cold and its warm starts,
+per profile one run's wall time. What a cluster really takes decides what goes first and whether
+waiting for a warm cache pays.
+
 Pure: the driver (farm/run/driver.py) tells it the free GPUs of each node and the time, and
 starts what it picks there with node affinity.
 """
@@ -22,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from farm.engines import get_engine
-from farm.study.grid import run_seconds
+from farm.study.grid import MeasuredDurations, run_seconds
 from farm.study.spec import Study
 from farm.study.trial import Trial
 
@@ -133,10 +139,45 @@ class Dispatcher:
 
 
 
-def items_of(study: Study, trials: list[Trial]) -> dict[str, Item]:
-    """Trial id -> Item at the engines' start estimates and the seed's run durations."""
+def start_s(trial: Trial, measured: MeasuredDurations | None = None) -> tuple[float, float]:
+    """A trial's engine start, (cold compile cache, warm): measured where the earlier sweep saw
+    that kind of start of its engine, the engine's estimate otherwise."""
+    cold, warm = get_engine(trial.engine).start_estimate_s(trial.all_flags)
+    if measured is None:
+        return cold, warm
+    e = trial.engine
+    if e not in measured.cold_start_s and e not in measured.warm_start_s:
+        # Starts whose cache state went unrecorded say nothing of a cold-warm gap: they stand in
+        # for both only where the estimate has no gap either (an engine without a compile cache).
+        if e in measured.start_s and cold == warm:
+            return measured.start_s[e], measured.start_s[e]
+        return cold, warm
+    return measured.cold_start_s.get(e, cold), measured.warm_start_s.get(e, warm)
+
+
+def items_of(study: Study, trials: list[Trial], measured: MeasuredDurations | None = None) -> dict[str, Item]:
+    """Trial id -> Item at the engines' start estimates and the seed's run durations, or at what
+    `measured` (the study's earlier sweep) holds of them."""
     out = {}
     for t in trials:
-        cold, warm = get_engine(t.engine).start_estimate_s(t.all_flags)
-        out[t.id] = item_of(t, warm + run_seconds(study, t), cold, warm)
+        cold, warm = start_s(t, measured)
+        out[t.id] = item_of(t, warm + run_seconds(study, t, measured=measured), cold, warm)
     return out
+
+
+def estimates_line(measured: MeasuredDurations | None, why_default: str | None = None) -> str:
+    """One line for the sweep's opening: where the scheduler's estimates come from."""
+    if measured is None:
+        return "schedule: default estimates (engine start estimates, the seed's run durations)" + (
+            f"; {why_default}" if why_default else "")
+
+    def start(e: str) -> str:
+        kinds = [f"{kind} {d[e]:.0f} s" for kind, d in (("cold", measured.cold_start_s), ("warm", measured.warm_start_s))
+                 if e in d]
+        return f"{e} {' / '.join(kinds) if kinds else f'{measured.start_s[e]:.0f} s'}"
+
+    engines = sorted(set(measured.start_s) | set(measured.cold_start_s) | set(measured.warm_start_s))
+    runs = ", ".join(f"{p} {s:.0f} s" for p, s in sorted(measured.profile_s.items()))
+    return (f"schedule: durations measured in sweep {measured.source} ({measured.runs} runs)"
+            + (f"; starts {', '.join(start(e) for e in engines)}" if engines else "")
+            + (f"; runs {runs}" if runs else "") + "; defaults for the rest")

@@ -19,7 +19,7 @@ from ray.exceptions import RayActorError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.bench import BenchActor, TrackingUnavailable, TrialJob
-from farm.run import metrics, passes
+from farm.run import estimate, metrics, passes
 from farm.run.ray_names import actor_name, sweep_namespace
 from farm.run.links import mlflow_run_link
 from farm.analysis import plan, schedule
@@ -274,14 +274,22 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
               on_sweep: Callable[[str], None] = lambda s: None,
               on_pass: Callable[[plan.PassPlan], None] = lambda p: None,
               on_ray: Callable[[str | None], None] = lambda url: None,
+              on_schedule: Callable[[str], None] = lambda line: None,
               only: set[str] | None = None, strategy: str = "grid", budget_gpu_hours: float | None = None,
               pruned: dict[str, str] | None = None,
               on_rung: Callable[[object], None] = lambda p: None) -> SweepOutcome:
     """Run a sweep: every trial (`repeats` runs per profile, or 'auto'), the baseline once more on
-    every node when there are several (node controls), then the later passes of `--repeats auto`."""
+    every node when there are several (node controls), then the later passes of `--repeats auto`.
+    `on_schedule`: one line, where the scheduler's estimates come from (a scheduled grid only)."""
 
     # An unknown or foreign sweep id is a user error: found before Ray starts.
     point = check_resume(tracking_uri, resume, study, grid, trials) if resume else None
+    # Stepwise studies keep their order; a grid of GPU trials is scheduled (farm/analysis/schedule.py),
+    # at what the study's earlier sweep (or this one, resumed) measured: read before this sweep's
+    # own parent run exists, which would otherwise be the study's latest.
+    scheduled = strategy != "halving" and not study.grids[grid].ordered and all(
+        t.gpus for t in trials if only is None or t.id in only)
+    measured, estimates = estimate.schedule_durations(tracking_uri, study, resume) if scheduled else (None, None)
     started_ray = False
     if not ray.is_initialized():
         if is_client_address(address):
@@ -306,6 +314,8 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                                                     command=command, repeats=repeats)
             done = set()
         on_sweep(sweep_id)
+        if estimates:
+            on_schedule(estimates)
         # inside a Ray job: which job runs this sweep, and the sweep's MLflow link in the job's metadata
         tag_sweep_with_submission(tracking_uri, sweep_id, mlflow_run_link(tracking_uri, exp_id, sweep_id))
         outcome = SweepOutcome(sweep_id=sweep_id, experiment_id=exp_id)
@@ -341,8 +351,6 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             on_event("pass_finished" if kind == "finished" else kind, job, result)
 
         try:
-            # Stepwise studies keep their order; a grid of GPU trials is scheduled (farm/analysis/schedule.py).
-            scheduled = not study.grids[grid].ordered and all(j.trial.gpus for j in jobs)
             if strategy == "halving":  # rungs planned from what MLflow holds (farm/run/halving.py)
                 _run_halving(study, grid, trials, tracking_uri=tracking_uri, sweep_id=sweep_id, make_job=make_job,
                              budget_gpu_hours=budget_gpu_hours, pruned=pruned, on_rung=on_rung,
@@ -353,7 +361,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             else:
                 run_trials(jobs, max_in_flight=max_in_flight, max_retries=study.max_retries,
                            on_event=on_event, log_lost=log_lost, pins={t.id: node for t, node in controls},
-                           items=schedule.items_of(study, [j.trial for j in jobs]) if scheduled else None)
+                           items=schedule.items_of(study, [j.trial for j in jobs], measured) if scheduled else None)
             if plan.is_auto(repeats) and strategy != "halving":
                 passes.run_auto(study, grid, trials, tracking_uri=tracking_uri, sweep_id=sweep_id, make_job=make_job,
                                 run_jobs=lambda js: run_trials(js, max_in_flight=max_in_flight,

@@ -1,9 +1,11 @@
-"""`farm sweep --dry-run --tracking-uri URI`: the GPU-hour estimate at the durations the study's
-latest sweep in that store measured (its engines' starts, its profiles' runs), not the seed's."""
+"""Durations an earlier sweep measured, read from MLflow: for `farm sweep --dry-run --tracking-uri
+URI` (the GPU-hour estimate at the study's latest sweep's engine starts and profile runs, not the
+seed's), and for a sweep's scheduler (farm/analysis/schedule.py), once when the sweep starts."""
 
 from __future__ import annotations
 
 from farm.analysis.durations import measured_durations
+from farm.analysis.schedule import estimates_line
 from farm.errors import UserError
 from farm.run.preflight import check_tracking_uri, sqlite_path
 from farm.store.mlflow_store import MlflowStore
@@ -31,3 +33,34 @@ def previous_durations(uri: str, study: Study) -> tuple[MeasuredDurations | None
     return measured, (f"durations from sweep {sweep_id} ({measured.runs} runs): engine start "
                       + ", ".join(f"{e} {s:.0f} s" for e, s in measured.start_s.items())
                       + "; runs " + ", ".join(f"{p} {s:.0f} s" for p, s in measured.profile_s.items()))
+
+
+def schedule_durations(uri: str, study: Study, resume: str | None = None) -> tuple[MeasuredDurations | None, str]:
+    """What the scheduler orders a sweep by, and the line that says so. Read before the sweep
+    logs its own parent run (so the study's latest sweep is the one before it): a resumed sweep's
+    own finished runs first (this cluster, this study), else the study's latest other sweep;
+    None (the defaults) where neither finished a run."""
+    db = sqlite_path(uri)
+    if uri.startswith("sqlite:") and (db is None or not db.is_file()):
+        return None, estimates_line(None, f"no store at {db or uri} yet")  # the sweep creates it
+    store = MlflowStore(uri)
+    tried = []
+    try:
+        sources = [resume] if resume else []
+        try:
+            sources.append(store.latest_sweep(study.name, exclude=resume))
+        except UserError:  # no other sweep of the study
+            pass
+        for sweep_id in sources:
+            tried.append(sweep_id)
+            # the sweep's own stored study: the records as that sweep's grid and profiles made them
+            measured = measured_durations(store.records(sweep_id), sweep_id, RUN_OVERHEAD_S)
+            if measured is not None:
+                return measured, estimates_line(measured)
+    except Exception as exc:  # an estimate orders trials; it is never a reason for a sweep not to run
+        where = f"sweep {tried[-1]} in {uri}" if tried else uri
+        why = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return None, estimates_line(None, f"could not read {where}: {why}")
+    if not tried:
+        return None, estimates_line(None, f"no earlier sweep of study {study.name} in {uri}")
+    return None, estimates_line(None, f"no finished run in sweep {' or '.join(tried)}")

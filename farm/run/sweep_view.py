@@ -278,6 +278,9 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
         local = "" if uri.startswith(("http://", "https://")) else f" (once `mlflow ui --backend-store-uri {uri}` runs)"
         console.print(f"MLflow run: {link}{local}", markup=False)
 
+    def on_schedule(line: str) -> None:
+        console.print(line, markup=False)  # where the order of trials comes from (farm/run/estimate.py)
+
     def on_ray(url: str | None) -> None:
         from farm.run.jobs import dashboard_link, token_hint
 
@@ -343,6 +346,7 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
             outcome = driver.run_sweep(study, grid, trials, tracking_uri=uri, experiment=experiment or study.experiment_name,
                                        address=address, resume=resume, repeats=repeats, workdir=workdir, command=command,
                                        on_event=on_event, on_sweep=on_sweep, on_pass=on_pass, on_ray=on_ray,
+                                       on_schedule=on_schedule,
                                        only=only, strategy=strategy, budget_gpu_hours=budget_gpu_hours, pruned=pruned,
                                        on_rung=on_rung)
     except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read

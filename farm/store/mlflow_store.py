@@ -34,13 +34,14 @@ class MlflowStore:
     def _id(self, sweep_id: str | None) -> str:
         return sweep_id or self.latest_sweep()
 
-    def latest_sweep(self, study: str | None = None) -> str:
-        """The newest sweep in the store (of study `study`, when given)."""
+    def latest_sweep(self, study: str | None = None, exclude: str | None = None) -> str:
+        """The newest sweep in the store (of study `study`, when given; other than `exclude`)."""
         c = tracking.client(self.uri)
         exps = [e.experiment_id for e in c.search_experiments()]
         where = S.sweeps_filter() + (f" and tags.`{S.STUDY_TAG}` = '{study}'" if study else "")
         runs = c.search_runs(exps, filter_string=where, order_by=["attributes.start_time DESC"],
-                             max_results=1) if exps else []
+                             max_results=2 if exclude else 1) if exps else []
+        runs = [r for r in runs if r.info.run_id != exclude]
         if not runs:
             raise UserError(f"no sweep{f' of study {study}' if study else ''} in {self.uri}", key="--tracking-uri")
         return runs[0].info.run_id

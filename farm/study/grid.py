@@ -186,6 +186,10 @@ class MeasuredDurations(BaseModel):
 
     source: str = Field(description="Where they were measured (a sweep id).")
     start_s: dict[str, float] = Field(description="Engine -> median seconds from launch to ready.")
+    cold_start_s: dict[str, float] = Field(
+        default_factory=dict, description="Engine -> median start of those that compiled from scratch (cache cold).")
+    warm_start_s: dict[str, float] = Field(
+        default_factory=dict, description="Engine -> median start of those that found the node's compile cache warm.")
     profile_s: dict[str, float] = Field(description="Profile -> median seconds one run of it held its trial.")
     runs: int = Field(description="Runs the medians are taken over.")
 
@@ -223,11 +227,14 @@ def _profile_seconds(study: Study, name: str, durations: Mapping[str, float], so
     return 600.0, "assumed 600 s (no measured duration, no max_seconds)"
 
 
-def run_seconds(study: Study, trial: Trial, run_overhead_s: float = RUN_OVERHEAD_S) -> float:
-    """Estimated seconds of a trial's runs (its first pass) at the seed's durations."""
+def run_seconds(study: Study, trial: Trial, run_overhead_s: float = RUN_OVERHEAD_S,
+                measured: MeasuredDurations | None = None) -> float:
+    """Estimated seconds of a trial's runs (its first pass) at the seed's durations, or where
+    `measured` has a profile, at its measured wall time (which holds the client overhead)."""
     repeats = first_pass_repeats(study.repeats)
-    return repeats * sum(_profile_seconds(study, p, SEED_PROFILE_SECONDS, "")[0] + run_overhead_s
-                         for p in trial.profiles)
+    walls = measured.profile_s if measured is not None else {}
+    return repeats * sum(walls[p] if p in walls else (_profile_seconds(study, p, SEED_PROFILE_SECONDS, "")[0]
+                                                      + run_overhead_s) for p in trial.profiles)
 
 
 def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = None,

@@ -1,7 +1,8 @@
 """Compile-compatible trials on one node, one after another (farm/analysis/schedule.py) on a
 simulated cluster: two nodes with one declared GPU each, two compile groups of two mock trials
-(the mock's `graph` flag), engines that start slower cold than with their node's cache warm.
-Real Ray, real mock servers and guidellm runs, real MLflow (SQLite)."""
+(the mock's `graph` flag), engines that start slower cold than with their node's cache warm; the
+study's next sweep is scheduled at the starts and runs this one measured. Real Ray, real mock
+servers and guidellm runs, real MLflow (SQLite)."""
 
 from __future__ import annotations
 
@@ -42,11 +43,16 @@ def test_compile_compatible_trials_run_on_one_node_in_sequence_and_start_warm(tm
         cluster.add_node(num_cpus=2, num_gpus=1, resources={"accelerator_type:H200": 1},
                          env_vars={"FARM_CACHE_DIR": str(tmp_path / f"cache-{n}")})
     cluster.wait_for_nodes()
+    uri, lines = f"sqlite:///{tmp_path / 'mlflow.db'}", []
     try:
         ray.init(address=cluster.address, log_to_driver=False)
-        outcome = driver.run_sweep(study, "groups", trials, tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+        outcome = driver.run_sweep(study, "groups", trials, tracking_uri=uri,
                                    experiment=study.experiment_name, address=cluster.address, resume=None, repeats=1,
-                                   workdir=tmp_path / "runs", command="test_schedule_placement")
+                                   workdir=tmp_path / "runs", command="test_schedule_placement", on_schedule=lines.append)
+        # The next sweep of the study (one trial of it) is scheduled at what this one measured.
+        driver.run_sweep(study, "groups", trials, tracking_uri=uri, experiment=study.experiment_name,
+                         address=cluster.address, resume=None, repeats=1, workdir=tmp_path / "runs-2",
+                         command="test_schedule_placement", on_schedule=lines.append, only={trials[0].id})
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -66,3 +72,8 @@ def test_compile_compatible_trials_run_on_one_node_in_sequence_and_start_warm(tm
         assert second.engine_reported["compile_cache_hit"] is True, f"group {group}: the node's cache was warm"
         nodes.add(first.node_id)
     assert len(nodes) == 2, "each node took a group of its own"
+    first, second = lines
+    assert first.startswith("schedule: default estimates"), first
+    # two cold starts and two warm ones, one quick run each
+    assert second.startswith(f"schedule: durations measured in sweep {outcome.sweep_id} (4 runs); starts mock cold "), second
+    assert " / warm " in second and "; runs quick " in second, second

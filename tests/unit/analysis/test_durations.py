@@ -44,3 +44,17 @@ def test_a_sweep_without_a_finished_run_gives_no_durations(study):
     trial = expand(study, "seed")[0]
     failed = TrialResult(sweep_id="s", trial=trial, status=Status.engine_failed_to_start, reason="x")
     assert measured_durations(records_from_trials([failed], study, grid="seed"), "s", 15.0) is None
+
+
+def test_an_engines_cold_and_warm_starts_are_measured_apart(study):
+    # vLLM trials of the seed grid: two compiled from scratch, two found the node's cache warm, one did not say.
+    trials = [t for t in expand(study, "seed") if t.engine == "vllm"][:5]
+    starts = [(250.0, False), (230.0, False), (100.0, True), (110.0, True), (400.0, None)]  # (ready_s, cache hit)
+    results = []
+    for trial, (ready, hit) in zip(trials, starts):
+        reported = {"ready_s": ready} if hit is None else {"ready_s": ready, "compile_cache_hit": hit}
+        results.append(TrialResult(sweep_id="s", trial=trial, status=Status.ok, runs=[_run("sharegpt", 0, 0.0, 60.0)],
+                                   started_at=0.0, finished_at=1000.0, engine_reported=reported))
+    measured = measured_durations(records_from_trials(results, study, grid="seed"), "s", run_overhead_s=15.0)
+    assert measured.cold_start_s == {"vllm": 240.0} and measured.warm_start_s == {"vllm": 105.0}
+    assert measured.start_s == {"vllm": 230.0}  # the dry run's estimate: every start, whatever its cache

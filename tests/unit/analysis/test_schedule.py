@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from farm.analysis.schedule import Dispatcher, Item, item_of, order
+from farm.analysis.schedule import Dispatcher, Item, item_of, items_of, order, start_s
 from farm.engines import get_engine
+from farm.study.grid import MeasuredDurations
 from farm.study.trial import Trial
 
 COLD, WARM = 24.0, 10.0
@@ -164,3 +166,58 @@ def test_compile_keys_group_what_shares_a_compiled_graph():
     assert key(vllm, **base) != key("sglang", **base)
     assert get_engine("mock").compile_key("m", {"graph": "a", "ttft-ms": 5}) == \
         get_engine("mock").compile_key("m", {"graph": "a", "ttft-ms": 9})
+
+
+# -- estimates measured by the study's earlier sweep (farm/analysis/durations.py) ----------------
+
+def _vllm(id: str, profiles: list[str], **flags) -> Trial:
+    return Trial(id=id, engine="vllm", model_key="m", model="m", flags=flags, profiles=profiles, gpus=1)
+
+
+def _measured(**fields) -> MeasuredDurations:
+    return MeasuredDurations(**{"source": "earlier", "runs": 8, "start_s": {}, "profile_s": {}, **fields})
+
+
+def test_a_profile_the_earlier_sweep_measured_slow_moves_its_trial_first(study):
+    # Different graphs (quantization), one GPU: whichever trial the scheduler thinks longest starts first.
+    chat, batch = _vllm("chat", ["sharegpt"]), _vllm("batch", ["throughput"], quantization="fp8")
+
+    def first(measured):
+        items = items_of(study, [chat, batch], measured)
+        return Dispatcher(list(items.values())).next({"a": 1}, 0.0)[0].id
+
+    assert first(None) == "chat"  # the seed's sharegpt run (125 s) is its longest
+    assert first(_measured(profile_s={"throughput": 400.0})) == "batch"  # this cluster's throughput runs take 400 s
+
+
+def test_a_small_measured_cold_warm_gap_makes_a_second_trial_compile_rather_than_wait(study):
+    # One compile group (the sequence limit compiles nothing new), a node with 2 GPUs, the first trial started at 0.
+    one, two = _vllm("one", ["throughput"], **{"max-num-seqs": 128}), _vllm("two", ["throughput"], **{"max-num-seqs": 256})
+
+    def second_at(now, measured):
+        d = Dispatcher(list(items_of(study, [one, two], measured).values()))
+        first, node = d.next({"a": 2}, 0.0)
+        d.started(first, node, 0.0)
+        return d.pick("a", 1, now, {})
+
+    # defaults (240 s cold, 103 s warm): at 120 s the cache is 120 s away, less than 137 s more of compiling
+    assert second_at(120.0, None) is None
+    # measured 160 s cold, 150 s warm: waiting 40 s for the cache would save 10 s
+    measured = _measured(start_s={"vllm": 155.0}, cold_start_s={"vllm": 160.0}, warm_start_s={"vllm": 150.0})
+    assert second_at(120.0, measured) is not None
+
+
+@pytest.mark.parametrize("engine, flags, measured, expected", [
+    ("vllm", {}, None, (240.0, 103.0)),
+    ("vllm", {}, dict(start_s={"vllm": 120.0}, cold_start_s={"vllm": 180.0}, warm_start_s={"vllm": 60.0}), (180.0, 60.0)),
+    ("vllm", {}, dict(start_s={"vllm": 90.0}, warm_start_s={"vllm": 90.0}), (240.0, 90.0)),  # no cold start seen
+    ("vllm", {}, dict(start_s={"vllm": 300.0}, cold_start_s={"vllm": 300.0}), (300.0, 103.0)),  # no warm start seen
+    # starts whose cache state went unrecorded: no gap to learn, so none is invented ...
+    ("vllm", {}, dict(start_s={"vllm": 150.0}), (240.0, 103.0)),
+    # ... but they are the start of an engine that keeps no compile cache
+    ("mock", {}, dict(start_s={"mock": 4.0}), (4.0, 4.0)),
+    ("sglang", {}, dict(start_s={"vllm": 150.0}, cold_start_s={"vllm": 150.0}), (240.0, 80.0)),  # another engine's
+])
+def test_the_start_estimate_is_measured_where_that_kind_of_start_was_seen(engine, flags, measured, expected):
+    trial = Trial(id="t", engine=engine, model_key="m", model="m", flags=flags, profiles=["p"], gpus=1)
+    assert start_s(trial, _measured(**measured) if measured is not None else None) == expected
