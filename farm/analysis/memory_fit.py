@@ -14,6 +14,16 @@ A trial whose KV cache would be empty, or too small for one request of `max_mode
 fit: the engine would refuse to start (its log: not enough KV-cache memory for max-model-len).
 The predictor's error is measured, not assumed: every trial records its prediction beside what its
 engine reported (`kv_cache_tokens`), and `prediction_error` says by how much they differ.
+
+An engine with a static budget (SGLang, `MemoryReserve.budget == "static"`) is modelled otherwise:
+its fraction is of the memory free when it starts (the GPU less `startup_gib`), and holds only the
+weights and the cache pools; activations and CUDA graphs live outside it, so nothing per batched
+token comes off the pools. In a hybrid model the pools first give the linear-attention state its
+slots (a fixed count from the flags, or `state_pool_share` of the pools, each slot one sequence's
+conv window and recurrent state of every linear layer), and the rest is KV cache. How many
+requests run at once follows: the flags' or the engine's default, at most half the KV tokens, and
+at most the slots over the slots each request holds. Such an engine clips a request longer than
+its KV cache instead of refusing to start, so `max_model_len` prunes nothing there.
 """
 
 from __future__ import annotations
@@ -66,6 +76,9 @@ class ModelShape(_Strict):
     attention_output_gate: bool = False
     mtp_layers: int = 0
     dtype_bytes: int = 2
+    state_dtype_bytes: int = Field(default=4, description="The linear-attention recurrent state's (mamba_ssm_dtype; float32 "
+                                   "where the config names none).")
+    max_position_embeddings: int = 0
 
 
 def shape_from_config(config: Mapping[str, Any]) -> ModelShape:
@@ -94,7 +107,9 @@ def shape_from_config(config: Mapping[str, Any]) -> ModelShape:
         linear_value_head_dim=int(t.get("linear_value_head_dim") or 0),
         linear_conv_kernel=int(t.get("linear_conv_kernel_dim") or 0),
         attention_output_gate=bool(t.get("attn_output_gate", "qwen3_5" in str(t.get("model_type", "")))),
-        mtp_layers=int(t.get("mtp_num_hidden_layers") or 0), dtype_bytes=DTYPE_BYTES.get(dtype, 2))
+        mtp_layers=int(t.get("mtp_num_hidden_layers") or 0), dtype_bytes=DTYPE_BYTES.get(dtype, 2),
+        state_dtype_bytes=DTYPE_BYTES.get(str(t.get("mamba_ssm_dtype") or "float32"), 4),
+        max_position_embeddings=int(t.get("max_position_embeddings") or 0))
 
 
 class ParameterCounts(_Strict):
@@ -132,8 +147,11 @@ class FitPrediction(_Strict):
     kv_cache_tokens: int = Field(description="Predicted KV-cache tokens, summed over data-parallel replicas (as logs say).")
     weights_gib: float = Field(description="Weights per GPU.")
     kv_cache_gib: float = Field(description="KV cache per GPU.")
-    reserve_gib: float = Field(description="Activation and CUDA-graph reserve per GPU.")
+    reserve_gib: float = Field(description="Activation and CUDA-graph reserve per GPU (static budget: all it leaves out).")
     usable_gib: float = Field(description="What the engine may use of each GPU.")
+    state_slots: int | None = Field(default=None, description="Linear-attention state slots per replica (static budget, hybrid model).")
+    state_cache_gib: float | None = Field(default=None, description="Their memory per GPU.")
+    max_running_requests: int | None = Field(default=None, description="Requests at once, summed over replicas (static budget).")
     reason: str = ""
 
 
@@ -157,7 +175,76 @@ def kv_bytes_per_token(shape: ModelShape, m: MemorySettings, reserve: MemoryRese
     return per
 
 
+def state_bytes_per_request(shape: ModelShape, m: MemorySettings) -> float:
+    """One sequence's linear-attention state on one GPU: per linear layer the conv window (its
+    last kernel - 1 inputs of q, k and v, in the model's dtype) and the recurrent state (value
+    heads x value dim x key dim, in the state dtype); tensor parallelism splits the heads."""
+    linear = shape.num_layers - shape.full_attention_layers
+    if not linear or not shape.linear_value_heads:
+        return 0.0
+    tp = m.tensor_parallel
+    conv_dim = shape.linear_value_heads * shape.linear_value_head_dim + 2 * shape.linear_key_heads * shape.linear_key_head_dim
+    conv = math.ceil(conv_dim / tp) * max(shape.linear_conv_kernel - 1, 0) * shape.dtype_bytes
+    recurrent = (math.ceil(shape.linear_value_heads / tp) * shape.linear_value_head_dim * shape.linear_key_head_dim
+                 * shape.state_dtype_bytes)
+    return float(linear * (conv + recurrent))
+
+
+def _running_requests(shape: ModelShape, m: MemorySettings, reserve: MemoryReserve, tokens: int,
+                      slots: int | None) -> int | None:
+    if reserve.running_requests_bounds is None:
+        return None
+    fewest, most = reserve.running_requests_bounds
+    context = m.max_model_len or shape.max_position_embeddings
+    default = most
+    if context and reserve.running_requests_per_context:
+        default = max(min(int(tokens / context * reserve.running_requests_per_context), most), fewest)
+    n = min(m.max_running_requests if m.max_running_requests is not None else default, tokens // 2)
+    if slots is not None:
+        n = min(n, slots // max(m.state_slots_per_request, 1))
+    return n
+
+
+def _predict_static(shape: ModelShape, m: MemorySettings, reserve: MemoryReserve, gpu_bytes: int) -> FitPrediction:
+    fraction = m.gpu_memory_utilization if m.gpu_memory_utilization is not None else reserve.default_gpu_memory_utilization
+    free = gpu_bytes - reserve.startup_gib * GIB
+    usable = fraction * free
+    weights = weights_bytes(shape, m) + reserve.load_extra_gib.get(m.weights_dtype, 0.0) * GIB
+    pools = usable - weights
+    per_request = state_bytes_per_request(shape, m) if reserve.state_pool_share is not None else 0.0
+    slots, state = None, 0.0
+    if per_request:
+        slots = m.state_slots if m.state_slots is not None else int(max(pools, 0) * reserve.state_pool_share // per_request)
+        state = slots * per_request
+    kv = pools - state
+    per_token = kv_bytes_per_token(shape, m, reserve)
+    tokens = int(max(kv, 0) // per_token) if per_token else 0
+    requests = _running_requests(shape, m, reserve, tokens, slots)
+    dp = m.data_parallel
+    out = dict(weights_gib=round(weights / GIB, 2), kv_cache_gib=round(kv / GIB, 2),
+               reserve_gib=round((gpu_bytes - usable) / GIB, 2), usable_gib=round(usable / GIB, 2),
+               kv_cache_tokens=tokens * dp, state_slots=slots,
+               state_cache_gib=round(state / GIB, 2) if slots is not None else None,
+               max_running_requests=requests * dp if requests is not None else None)
+    if pools <= 0:
+        return FitPrediction(fits=False, reason=f"weights {weights / GIB:.1f} GiB per GPU exceed the {usable / GIB:.1f} GiB "
+                             f"static budget ({fraction:.3g} of the {free / GIB:.1f} GiB free at start)", **out)
+    if slots is not None and slots <= 0:
+        return FitPrediction(fits=False, reason=f"the {pools / GIB:.1f} GiB of cache pools per GPU hold no linear-attention "
+                             f"state slot of {per_request / MIB:.1f} MiB", **out)
+    if tokens <= 0:
+        held = f"{slots:,} state slots of {per_request / MIB:.1f} MiB leave" if slots else "there is"
+        return FitPrediction(fits=False, reason=f"{held} nothing of the {pools / GIB:.1f} GiB of cache pools per GPU "
+                             f"for the KV cache", **out)
+    if requests is not None and requests <= 0:
+        return FitPrediction(fits=False, reason=f"{slots:,} state slots cannot hold one request "
+                             f"({m.state_slots_per_request} slots each)", **out)
+    return FitPrediction(fits=True, **out)
+
+
 def predict(shape: ModelShape, m: MemorySettings, reserve: MemoryReserve, gpu_bytes: int) -> FitPrediction:
+    if reserve.budget == "static":
+        return _predict_static(shape, m, reserve, gpu_bytes)
     util = m.gpu_memory_utilization if m.gpu_memory_utilization is not None else reserve.default_gpu_memory_utilization
     batched = m.max_batched_tokens or reserve.default_batched_tokens
     usable = util * gpu_bytes
@@ -196,4 +283,8 @@ def trial_fit(engine: str, flags: Mapping[str, Any], model_quantization: str | N
     settings = adapter.memory_settings(flags, model_quantization)
     if settings is None:
         return None
+    if settings.gpu_memory_utilization is None:
+        fraction = adapter.default_memory_fraction(flags, GPU_MEMORY_BYTES[accelerator], config)
+        if fraction is not None:
+            settings = settings.model_copy(update={"gpu_memory_utilization": fraction})
     return predict(shape_from_config(config), settings, adapter.memory_reserve, GPU_MEMORY_BYTES[accelerator])

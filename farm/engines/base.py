@@ -143,6 +143,12 @@ class Engine:
         """What of the trial's flags decides its memory; None where the engine has no memory-fit model."""
         return None
 
+    def default_memory_fraction(self, flags: Mapping[str, Any], gpu_bytes: int,
+                                config: Mapping[str, Any]) -> float | None:
+        """The fraction the engine budgets when the flags name none, where the engine derives it
+        from the GPU and the model (config.json); None: `memory_reserve`'s fixed default."""
+        return None
+
     # -- knobs ---------------------------------------------------------------------------
     def render_knobs(self, knobs: Mapping[str, Any], taken: Mapping[str, str] | None = None) -> dict[str, Any]:
         """Engine-neutral knobs -> this engine's flags; `farm.knobs.KnobError` where it cannot

@@ -3,9 +3,19 @@
 The models the memory-fit predictor (farm/analysis/memory_fit.py) reads; each engine adapter
 fills them from its own flags (`Engine.memory_settings`) and states its reserve
 (`Engine.memory_reserve`) with where its numbers come from.
+
+Two ways an engine budgets a GPU (`MemoryReserve.budget`):
+- "total" (vLLM): a fraction of the GPU's memory holds weights, activations, CUDA graphs and the
+  KV cache together, so the activation reserve comes off the KV cache.
+- "static" (SGLang): a fraction of the memory free when the engine starts holds the weights and
+  the cache pools only; activations and CUDA graphs live in the rest. In a hybrid model the pools
+  are split between a state pool (one fixed-size slot per sequence, for the linear-attention
+  layers) and the KV cache of the full-attention layers.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,11 +32,18 @@ class MemorySettings(_Strict):
     tensor_parallel: int = 1
     data_parallel: int = 1
     expert_parallel: bool = False
-    gpu_memory_utilization: float | None = Field(default=None, description="None: the engine's default.")
+    gpu_memory_utilization: float | None = Field(
+        default=None, description="The fraction the engine budgets (vLLM --gpu-memory-utilization, SGLang "
+                                  "--mem-fraction-static); None: the engine's default.")
     max_batched_tokens: int | None = Field(default=None, description="None: the engine's default.")
     max_model_len: int | None = None
     prefix_caching: bool = False
     speculative_mtp: bool = False
+    max_running_requests: int | None = Field(default=None, description="Asked for, per replica; None: the engine's default.")
+    state_slots: int | None = Field(default=None, description="State slots the flags fix (SGLang: --max-mamba-cache-size, or "
+                                    "--max-running-requests with the radix cache off); None: sized from memory.")
+    state_slots_per_request: int = Field(default=1, description="State slots one running request holds (SGLang keeps "
+                                         "extra copies for its radix cache).")
 
 
 class MemoryReserve(_Strict):
@@ -38,6 +55,16 @@ class MemoryReserve(_Strict):
     reserve_per_batched_token_bytes: float = Field(description="Activation peak per token of the batch budget.")
     hybrid_kv_overhead: float = Field(default=1.0, description="Bytes the pool takes per full-attention byte in a hybrid model.")
     hybrid_prefix_caching_overhead: float = Field(default=1.0, description="Further factor with prefix caching on a hybrid.")
+    budget: Literal["total", "static"] = Field(default="total", description="What the fraction budgets (module doc).")
+    startup_gib: float = Field(default=0.0, description="static: memory gone before the weights load (CUDA context); "
+                                                        "the fraction is of what is left.")
+    load_extra_gib: dict[str, float] = Field(default_factory=dict, description="static: what the weight load takes beyond "
+                                             "farm's count of the language model, by weights dtype.")
+    state_pool_share: float | None = Field(default=None, description="static, hybrid model: the share of the pools the "
+                                           "state slots take when the flags fix no count.")
+    running_requests_per_context: float | None = Field(default=None, description="static: requests at once by default per "
+                                                       "context length of KV-cache tokens...")
+    running_requests_bounds: tuple[int, int] | None = Field(default=None, description="...clamped to (fewest, most).")
     calibration: str = Field(default="", description="Which measurements the numbers come from.")
 
 

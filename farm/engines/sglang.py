@@ -27,6 +27,7 @@ from pathlib import PurePosixPath
 from typing import Any, ClassVar, Mapping
 
 from farm.engines.base import Engine, FailurePattern
+from farm.engines.memory import MemoryReserve, MemorySettings
 from farm.engines._logs import _as_int, _first, _int_flag, _int_list, per_rank_sum
 from farm.study.knobs import KnobError, Renderer, gpus_of
 from farm.study.spec import EngineSpec
@@ -152,6 +153,52 @@ KNOB_RENDERERS: dict[str, Renderer] = {
 
 
 # ---------------------------------------------------------------------------------------
+# Memory: how SGLang 0.5.16 sizes its pools (read in its source, checked against the H200's logs)
+
+MIB = 1024 ** 2
+# server_args.py `_handle_gpu_memory_settings`: by the GPU's memory (MiB, nvidia-smi's), the default
+# chunked-prefill size and decode CUDA-graph batch limit (the second for tp >= 4). H20 and H200 fall
+# in the band below 160 GiB: 8192 tokens, 256 requests.
+_GPU_DEFAULTS = ((20 * 1024, 2048, 8, 8), (35 * 1024, 2048, 24, 80), (60 * 1024, 4096, 32, 160),
+                 (160 * 1024, 8192, 256, 512))
+_LARGE_GPU_DEFAULTS = (16384, 512, 512)
+
+
+def _prefill_graph_sizes(most: int) -> int:
+    """How many token counts SGLang captures prefill CUDA graphs for, up to `most`
+    (server_args.py `_generate_prefill_cuda_graph_batch_sizes`: 58 up to 8192)."""
+    sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
+             *range(1280, 4097, 256), *range(4608, most + 1, 512)]
+    return sum(1 for n in sizes if n <= most)
+
+
+def _vision_factor(config: Mapping[str, Any]) -> float:
+    """server_args.py `adjust_mem_fraction_for_vlm`: a multimodal model's default fraction shrinks by
+    5 %, and by a tenth of how much its vision tower outgrows ViT-L (24 layers x 1024 wide). SGLang
+    reads the tower's `num_hidden_layers`; Qwen3.5's config names it `depth`, so SGLang takes 24."""
+    vision = config.get("vision_config")
+    if not isinstance(vision, Mapping):
+        return 1.0
+    layers, width = int(vision.get("num_hidden_layers") or 24), int(vision.get("hidden_size") or 1024)
+    growth = layers * width ** 2 / (24 * 1024 ** 2)
+    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (growth - 1.0)))
+
+
+def _state_slots_per_request(flags: Mapping[str, Any]) -> int:
+    """kv_cache_configurator.py `_calculate_mamba_ratio`: with the radix cache a running request holds
+    3 state slots, plus 2 ping-pong buffers of its extra-buffer strategy under the overlap scheduler
+    (1 lazily or without it); without the radix cache, 1. On the H200: 398 slots ran 79 requests."""
+    if flags.get("disable-radix-cache"):
+        return 1
+    strategy = str(flags.get("mamba-radix-cache-strategy") or "extra_buffer")
+    if strategy not in ("extra_buffer", "extra_buffer_lazy"):
+        return 3
+    if flags.get("disable-overlap-schedule"):
+        return 4
+    return 4 if strategy == "extra_buffer_lazy" else 5
+
+
+# ---------------------------------------------------------------------------------------
 
 
 class SGLangEngine(Engine):
@@ -214,6 +261,84 @@ class SGLangEngine(Engine):
                        r"DataParallelController hit an exception|Received sigquit from a child process)",
                        "engine_crashed", "an SGLang scheduler process died"),
     ]
+
+    # SGLang 0.5.16 on one H200 (bench/h200/engine-logs/sglang-0.5.16-*, Qwen3.5-35B-A3B's shape, dummy
+    # weights). From its source (kv_cache_configurator.py `_profile_available_bytes`,
+    # `_handle_max_mamba_cache`, `resolve_max_num_reqs`): the pools get mem_fraction_static of the
+    # memory free before the weights load, less the weights; a hybrid model's mamba-state slots take
+    # mamba_full_memory_ratio / (1 + it) = 0.9 / 1.9 of that (unless the flags fix the count); the rest
+    # is KV cache; requests at once default to 512 per context length of KV tokens, 2048 to 4096.
+    # Measured there (all four starts print the same): 139.07 GiB free before the weights load of the
+    # 140.40 (143,771 MiB), so 1.331 GiB goes first; the load took 65.67 GiB in bf16, 1.110 more than
+    # farm's count of the language model (SGLang also builds the vision tower), and 34.66 GiB in FP8,
+    # 1.433 more.
+    memory_reserve = MemoryReserve(
+        budget="static", default_gpu_memory_utilization=0.88, default_batched_tokens=8192, reserve_base_gib=0.0,
+        reserve_per_batched_token_bytes=0.0, startup_gib=1.331, load_extra_gib={"bf16": 1.110, "fp8": 1.433},
+        state_pool_share=0.9 / 1.9, running_requests_per_context=512, running_requests_bounds=(2048, 4096),
+        calibration="SGLang 0.5.16 on one H200: its pool sizing read in its source; the memory free at start and the "
+                    "weights' load from four starts of Qwen3.5-35B-A3B's shape (bf16 default, bf16 with "
+                    "--max-running-requests 512 with and without the radix cache, fp8), bench/h200/engine-logs/")
+
+    def memory_settings(self, flags: Mapping[str, Any], model_quantization: str | None) -> MemorySettings | None:
+        if flags.get("speculative-algorithm"):
+            return None  # the draft model's weights, KV pool and intermediate states: not modelled
+        quant = flags.get("quantization") or model_quantization
+        tp = _int_flag(flags, "tp-size", "tensor-parallel-size", "tp")
+        dp = _int_flag(flags, "dp-size", "data-parallel-size", "dp")
+        # With DP attention the tp-size GPUs hold dp attention groups of tp / dp GPUs each, and
+        # the experts span them all; without it, dp replicas of tp GPUs each.
+        dp_attention = bool(flags.get("enable-dp-attention")) and dp > 1
+        attention_dp = dp if dp_attention else 1
+        asked = flags.get("max-running-requests")
+        per_worker = int(asked) // attention_dp if asked else None
+        slots = None
+        if flags.get("max-mamba-cache-size"):
+            slots = int(flags["max-mamba-cache-size"]) // attention_dp
+        elif flags.get("disable-radix-cache") and per_worker is not None:
+            slots = per_worker  # sized for the requests asked, not from memory
+        return MemorySettings(
+            weights_dtype="fp8" if quant and "fp8" in str(quant) else "bf16",
+            kv_dtype="fp8" if "fp8" in str(flags.get("kv-cache-dtype") or "") else "auto",
+            tensor_parallel=max(tp // attention_dp, 1), data_parallel=dp, expert_parallel=dp_attention,
+            gpu_memory_utilization=float(flags["mem-fraction-static"]) if flags.get("mem-fraction-static") else None,
+            max_batched_tokens=int(flags["chunked-prefill-size"]) if flags.get("chunked-prefill-size") else None,
+            max_model_len=int(flags["context-length"]) if flags.get("context-length") else None,
+            prefix_caching=not flags.get("disable-radix-cache"), max_running_requests=per_worker, state_slots=slots,
+            state_slots_per_request=_state_slots_per_request(flags))
+
+    def default_memory_fraction(self, flags: Mapping[str, Any], gpu_bytes: int, config: Mapping[str, Any]) -> float:
+        """server_args.py `_handle_gpu_memory_settings`: mem_fraction_static = 1 - reserved / GPU memory,
+        to 3 decimals, reserved (MiB) = 512 + 1.5 per token of max(chunked prefill, 2048) + 128 per GPU
+        of tp x pp + 2 per decode CUDA-graph request (+ 3 per request and DP rank with DP attention)
+        + 8 per prefill CUDA-graph size, at least 10 GiB on GPUs over 60 GiB; then the vision-tower
+        factor. On the H200: 13,904 MiB, 0.903, x 0.9248 = 0.835063 (the logs' mem_fraction_static)."""
+        gpu_mib = gpu_bytes / MIB
+        tp = _int_flag(flags, "tp-size", "tensor-parallel-size", "tp")
+        pp = _int_flag(flags, "pp-size", "pipeline-parallel-size", "pp")
+        dp = _int_flag(flags, "dp-size", "data-parallel-size", "dp")
+        _, chunk, graph_bs, graph_bs_tp4 = next((d for d in _GPU_DEFAULTS if gpu_mib < d[0]),
+                                                (None, *_LARGE_GPU_DEFAULTS))
+        chunk = int(flags.get("chunked-prefill-size") or chunk)
+        graph_bs = int(flags.get("cuda-graph-max-bs") or flags.get("cuda-graph-max-bs-decode")
+                       or (graph_bs if tp < 4 else graph_bs_tp4))
+        off = bool(flags.get("disable-cuda-graph"))
+        decode_graphs = not off and flags.get("cuda-graph-backend-decode") != "disabled"
+        prefill_graphs = not (off or flags.get("disable-prefill-cuda-graph")
+                              or flags.get("cuda-graph-backend-prefill") == "disabled")
+        activation = max(chunk if chunk > 0 else int(flags.get("max-prefill-tokens") or 16384), 2048)
+        reserved = 512 + 1.5 * activation + tp * pp / 8 * 1024
+        if decode_graphs:
+            reserved += 2 * graph_bs
+        if flags.get("enable-dp-attention"):
+            reserved += graph_bs * dp * 3 + (graph_bs * dp * 1.5 if graph_bs > 300 else 0)
+        if prefill_graphs and chunk > 0:
+            context = int(flags.get("context-length") or chunk)
+            reserved += 8 * _prefill_graph_sizes(min(chunk, context))
+        if gpu_mib > 60 * 1024:
+            reserved = max(reserved, 10 * 1024)
+        fraction = round((gpu_mib - reserved) / gpu_mib, 3)
+        return fraction if flags.get("language-only") else fraction * _vision_factor(config)
 
     def gpus(self, flags: dict[str, Any]) -> int:
         tp = _int_flag(flags, "tp-size", "tensor-parallel-size", "tp")

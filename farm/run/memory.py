@@ -44,8 +44,15 @@ def fit_line(p: FitPrediction | None) -> str:
         return "memory: no prediction (no memory model for this engine, model or GPU)"
     if not p.fits:
         return f"memory: pruned: does not fit: {p.reason}"
-    return (f"memory: fits, ~{p.kv_cache_tokens:,} KV-cache tokens predicted (per GPU: weights {p.weights_gib} GiB, "
-            f"reserve {p.reserve_gib} GiB, KV cache {p.kv_cache_gib} GiB of {p.usable_gib} GiB)")
+    if p.state_slots is None and p.max_running_requests is None:
+        return (f"memory: fits, ~{p.kv_cache_tokens:,} KV-cache tokens predicted (per GPU: weights {p.weights_gib} GiB, "
+                f"reserve {p.reserve_gib} GiB, KV cache {p.kv_cache_gib} GiB of {p.usable_gib} GiB)")
+    # A static budget (SGLang): the pools are weights' remainder, split between state slots and KV cache.
+    state = f"state {p.state_cache_gib} GiB ({p.state_slots:,} slots), " if p.state_slots is not None else ""
+    running = f", at most {p.max_running_requests:,} requests at once" if p.max_running_requests is not None else ""
+    return (f"memory: fits, ~{p.kv_cache_tokens:,} KV-cache tokens predicted{running} (per GPU: weights "
+            f"{p.weights_gib} GiB, {state}KV cache {p.kv_cache_gib} GiB of {p.usable_gib} GiB static; "
+            f"{p.reserve_gib} GiB outside it)")
 
 
 def check_lines(study: Study, results: list) -> tuple[list[str], dict[str, dict[str, str]]]:
@@ -64,9 +71,17 @@ def check_lines(study: Study, results: list) -> tuple[list[str], dict[str, dict[
         tags[r.trial.id] = {"farm.kv_tokens_predicted": str(p.kv_cache_tokens),
                             **({"farm.kv_tokens_reported": str(reported)} if reported else {}),
                             **({"farm.kv_tokens_error_pct": f"{err * 100:+.2f}"} if err is not None else {})}
+        # Where the model predicts the engine's own cap on requests at once (SGLang), it is checked too.
+        running = r.engine_reported.get("max_running_requests")
+        requests = ""
+        if p.max_running_requests is not None:
+            tags[r.trial.id]["farm.running_requests_predicted"] = str(p.max_running_requests)
+            if isinstance(running, int):
+                requests = f"; requests at once predicted {p.max_running_requests:,}, reported {running:,}"
         if err is not None:
             errors.append(abs(err))
-            lines.append(f"  {r.trial.label}: predicted {p.kv_cache_tokens:,}, reported {reported:,} ({err * 100:+.2f} %)")
+            lines.append(f"  {r.trial.label}: predicted {p.kv_cache_tokens:,}, reported {reported:,} ({err * 100:+.2f} %)"
+                         f"{requests}")
     if lines:
         lines.insert(0, f"memory-fit predictor, KV-cache tokens: largest error {max(errors) * 100:.2f} % over "
                         f"{len(errors)} trial(s)")

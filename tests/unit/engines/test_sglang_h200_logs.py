@@ -16,6 +16,7 @@ import pytest
 from farm.engines import get_engine
 from farm.study.grid import expand
 from farm.study.load import load_study
+from tests.shape_config import SGLANG_STARTS, command_flags, shape_model_config
 
 ROOT = Path(__file__).resolve().parents[3]
 H200 = ROOT / "bench" / "h200" / "engine-logs"
@@ -66,6 +67,19 @@ def test_start_up_phases():
         "prefill_cuda_graph_capture_s": 121.73}
     assert sglang.reported_startup(MRR512.read_text())["prefill_cuda_graph_capture_s"] == 22.0
     assert sglang.reported_startup(FP8.read_text())["model_memory_gib"] == 34.66
+
+
+@pytest.mark.parametrize("name", SGLANG_STARTS)
+def test_the_default_mem_fraction_static_is_sglangs_own_rule(name):
+    # SGLang 0.5.16's rule (server_args.py `_handle_gpu_memory_settings`), from each start's exact
+    # flags, the H200's 143,771 MiB and the shape model's config (its vision tower shrinks the
+    # fraction): what the ServerArgs line of the log says it chose, to the last digit.
+    from farm.analysis.memory_fit import GPU_MEMORY_BYTES
+
+    flags = command_flags(H200 / f"sglang-0.5.16-{name}.command.txt")
+    logged = sglang.reported_capacity((H200 / f"sglang-0.5.16-{name}.log").read_text())["gpu_memory_fraction"]
+    assert sglang.default_memory_fraction(flags, GPU_MEMORY_BYTES["H200"], shape_model_config()) == pytest.approx(
+        logged, abs=1e-12)
 
 
 def test_the_older_formats_still_read():

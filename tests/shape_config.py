@@ -1,0 +1,39 @@
+"""The weight-free Qwen3.5-35B-A3B's config.json as scripts/make-shape-model.py writes it (built by
+transformers' Qwen3_5MoeConfig, vision tower included, which SGLang loads and sizes its memory by),
+and the exact flags of the SGLang starts on the H200 (bench/h200/engine-logs/*.command.txt)."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import shlex
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+H200_LOGS = REPO / "bench" / "h200" / "engine-logs"
+# The four SGLang 0.5.16 starts whose logs print their pools (the fifth stopped before loading).
+SGLANG_STARTS = ("default-dummy-cold-start", "max-running-512-dummy-warm-start",
+                 "max-running-512-radix-off-dummy-start-stopped", "fp8-dummy-warm-start")
+
+
+@functools.lru_cache(maxsize=1)
+def shape_model_config() -> dict:
+    spec = importlib.util.spec_from_file_location("make_shape_model", REPO / "scripts" / "make-shape-model.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    # The token ids do not touch memory; everything else is what the script saves.
+    return json.loads(mod.build_config(eos=0, pad=0).to_json_string())
+
+
+def command_flags(path: Path) -> dict:
+    """`python3 -m sglang.launch_server --a=b --c ...` -> {"a": "b", "c": True}, without the model,
+    host and port (the trial's, not the configuration's)."""
+    argv = shlex.split(path.read_text())
+    flags: dict = {}
+    for arg in argv[argv.index("sglang.launch_server") + 1:]:
+        name, eq, value = arg[2:].partition("=")
+        flags[name] = value if eq else True
+    for name in ("model-path", "host", "port"):
+        flags.pop(name, None)
+    return flags
