@@ -118,6 +118,9 @@ def store(tmp_path_factory):
                                  for name, itl in (("fast", fast), ("slow", slow))]}
                   for g, fast, slow in (("a", 20, 150), ("b", 25, 200))}}))
     study = load_study(tmp / "race.yaml")
+    h200 = yaml.safe_load((REPO / "configs" / "h200-dummy.yaml").read_text())["experiment"]
+    for name in (study.experiment_name, h200):  # artifacts in tmp, not ./mlruns
+        MlflowClient(uri).create_experiment(name, artifact_location=(tmp / "artifacts" / name).as_uri())
     a = _halving_sweep(uri, study, "a", {"a_fast": 800, "a_slow": 60})
     b = _halving_sweep(uri, study, "b", {"b_fast": 700, "b_slow": 50})
     memory, memory_lines = _memory_sweep(uri, tmp)
