@@ -45,6 +45,7 @@ MAX_RUNGS = 3           # more rungs spend more on the middle ones than they sav
 MIN_REQUESTS = 8        # a rung's run is never shorter than this many requests
 RUNG_REPEATS = 3        # repeats on the primary profile before the last rung: with 2, a t-test has one degree of freedom and stops nothing
 FINAL_REPEATS = 3       # repeats of the last rung unless the study asks for more
+PRUNED_MARK = "pruned: does not fit: "  # a does_not_fit stop's reason starts so
 RUNG_MARK = ".rung"     # a rung's profile name: `<profile>.rung<N>` (MLflow metric names allow no `~`) (the last rung uses the profiles' own names)
 
 
@@ -251,7 +252,7 @@ def next_rung(rungs: Sequence[Rung], trials: Sequence[str], observed: Mapping[st
     only, so a sweep stopped mid-rung and resumed admits the same trials."""
     pruned = dict(pruned or {})
     gpus = dict(gpus or {})
-    stops = [Stop(trial=t, rung=0, kind="does_not_fit", reason=f"pruned: does not fit: {why}")
+    stops = [Stop(trial=t, rung=0, kind="does_not_fit", reason=f"{PRUNED_MARK}{why}")
              for t, why in pruned.items()]
     alive = [t for t in trials if t not in pruned]
     obs = {t: observed.get(t, Observed(gpus=gpus.get(t, 0))) for t in trials}
@@ -389,12 +390,33 @@ def summary_lines(plan: RungPlan, labels: Mapping[str, str] | None = None) -> li
     """What each rung spent and why each trial stopped, for the terminal and the report."""
     labels = labels or {}
     budget = "no budget" if plan.budget_gpu_hours is None else f"budget {plan.budget_gpu_hours:g} GPU-hours"
-    lines = [f"halving: {plan.spent_gpu_hours:.3f} GPU-hours spent ({budget}); {plan.reason}"]
+    # A plan that is not done is a stored sweep stopped before its end: its reason is what would
+    # run next, not what ran (the driver only ever records a done plan).
+    reason = plan.reason if plan.done else f"not finished; next, on --resume: {plan.reason}"
+    lines = [f"halving: {plan.spent_gpu_hours:.3f} GPU-hours spent ({budget}); {reason}"]
     for r, h in plan.spent_by_rung.items():
         lines.append(f"  rung {r}: {h:.3f} GPU-hours")
     for s in plan.stops:
         lines.append(f"  stopped {labels.get(s.trial, s.trial)}: {s.reason}")
     return lines
+
+
+def report_plan(recomputed: RungPlan, recorded: RungPlan | None) -> RungPlan:
+    """The plan the report of a stored sweep shows: the driver's own last one (`recorded`, the
+    sweep's halving.json) where it saw every GPU-hour the stored results hold and the budget the
+    sweep now has, since only it knows that a rung measured nothing; else `recomputed` from the
+    stored results. A sweep interrupted before its end recorded no plan, and one that finished,
+    was resumed (with a larger budget, say) and interrupted again left the earlier leg's behind."""
+    if (recorded is not None and recorded.spent_by_rung == recomputed.spent_by_rung
+            and recorded.budget_gpu_hours == recomputed.budget_gpu_hours):
+        return recorded
+    return recomputed
+
+
+def recorded_pruned(plan: RungPlan) -> dict[str, str]:
+    """Trial -> why the memory-fit model ruled it out, as the sweep decided it (where the models'
+    config.json were; the machine that reads the sweep back may not have them)."""
+    return {s.trial: s.reason.removeprefix(PRUNED_MARK) for s in plan.stops if s.kind == "does_not_fit"}
 
 
 def study_priors(study: Study, grid: str, trials: Sequence[Trial]) -> Priors:

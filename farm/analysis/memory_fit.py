@@ -271,6 +271,35 @@ def prediction_error(predicted: int | None, reported: int | None) -> float | Non
     return predicted / reported - 1
 
 
+class KvCheck(_Strict):
+    """One trial's predicted KV-cache tokens beside what its engine reported."""
+
+    trial: str
+    label: str
+    predicted: int
+    reported: int | None = None
+    running_predicted: int | None = Field(default=None, description="Requests at once, where the model predicts the engine's own cap (SGLang).")
+    running_reported: int | None = None
+
+    @property
+    def error(self) -> float | None:
+        return prediction_error(self.predicted, self.reported)
+
+
+def check_lines(checks: list[KvCheck]) -> list[str]:
+    """The predictor's error over a sweep's trials, one line each (those whose engine reported its
+    tokens), under a line with the largest; none when no trial has both numbers."""
+    lines = [f"  {c.label}: predicted {c.predicted:,}, reported {c.reported:,} ({c.error * 100:+.2f} %)"
+             + (f"; requests at once predicted {c.running_predicted:,}, reported {c.running_reported:,}"
+                if c.running_predicted is not None and c.running_reported is not None else "")
+             for c in checks if c.error is not None]
+    if lines:
+        errors = [abs(c.error) for c in checks if c.error is not None]
+        lines.insert(0, f"memory-fit predictor, KV-cache tokens: largest error {max(errors) * 100:.2f} % over "
+                        f"{len(errors)} trial(s)")
+    return lines
+
+
 def trial_fit(engine: str, flags: Mapping[str, Any], model_quantization: str | None, config: Mapping[str, Any] | None,
               accelerator: str | None) -> FitPrediction | None:
     """The prediction for one trial (its engine's flags, all of them), or None where farm has no

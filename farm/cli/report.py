@@ -25,8 +25,10 @@ def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, 
     """
     # Imported when the command runs, so that `farm --help` and the other commands skip mlflow, ray, scipy.
     from farm.analysis.merge import merge_results
+    from farm.analysis.records import records_from_trials
     from farm.report import render
     from farm.run.preflight import check_store_to_read
+    from farm.run.stored_search import read_search
     from farm.run.sweep_report import build_from_records
     from farm.store.mlflow_store import MlflowStore
     from farm.store.tracking import default_tracking_uri
@@ -36,7 +38,7 @@ def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, 
     store = MlflowStore(uri)
     if len(set(sweep_ids)) != len(sweep_ids):
         raise UserError("a sweep is named twice", key="SWEEP_ID")
-    parts, infos, study = [], [], None
+    parts, infos, searches, study = [], [], [], None
     for sweep_id in sweep_ids:
         info = store.sweep(sweep_id)
         if info is None:
@@ -44,15 +46,28 @@ def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, 
         stored = store.study(sweep_id)
         if stored is None:
             raise UserError(f"no study stored with the sweep (sweep/study.yaml in {uri})", key=f"sweep {sweep_id}")
+        results = store.results(sweep_id)
+        # A halving sweep's records are read with its rungs' profiles, as its own report read them.
+        search = read_search(uri, sweep_id, stored, info.grid, store.planned_trials(sweep_id), results,
+                             named=len(sweep_ids) > 1)
         # The first sweep's study judges them all; an engine it does not know is judged by the
-        # spec of the sweep that ran it (its required flags tell its default trial).
-        study = stored if study is None else study.model_copy(
-            update={"engines": {**stored.engines, **study.engines}})
+        # spec of the sweep that ran it (its required flags tell its default trial), and so are
+        # the profiles a later halving sweep's rungs ran.
+        rungs = {} if search.halving is None else search.study.profiles
+        study = search.study if study is None else study.model_copy(
+            update={"engines": {**stored.engines, **study.engines}, "profiles": {**rungs, **study.profiles}})
         infos.append(info)
-        parts.append(store.records(sweep_id, stored))
+        searches.append(search)
+        parts.append(records_from_trials(results, search.study, grid=info.grid, sweep_id=sweep_id))
     records = merge_results(parts)
+
+    def sections(rep) -> None:  # each sweep's Halving and Memory fit sections, in the order named
+        rep.halving = [s.halving for s in searches if s.halving is not None]
+        rep.memory_fit = [s.memory_fit for s in searches if s.memory_fit is not None]
+
     with tempfile.TemporaryDirectory() as tmp:
-        rep, why, _ = build_from_records(study, infos[0].grid, records, Path(out) if out else Path(tmp), strategy=strategy)
+        rep, why, _ = build_from_records(study, infos[0].grid, records, Path(out) if out else Path(tmp), strategy=strategy,
+                                         extra=sections)
     if rep is None:  # no trial meeting a capacity SLO has its own exit code (farm sweep's)
         raise (SLONotMet if getattr(why, "exit_code", 1) == SLONotMet.exit_code else UserError)(
             why or "no report", key=f"sweep {' '.join(sweep_ids)}")

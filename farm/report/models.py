@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from farm.analysis.gpu_time import GpuTime
+from farm.analysis.halving import RungPlan
+from farm.analysis.memory_fit import KvCheck
 from farm.analysis.records import Results
 from farm.analysis.reference import ReferenceComparison
 from farm.analysis.select import (
@@ -75,6 +77,21 @@ class RateAnalysis(_Strict):
     recommendation_changes: bool = Field(description="The other metric recommends another trial under the same strategy.")
 
 
+class HalvingNote(_Strict):
+    """A halving sweep's rungs and stops as its report shows them (farm/analysis/halving.py)."""
+
+    sweep_id: str | None = Field(default=None, description="The sweep's id, where the report covers several.")
+    plan: RungPlan = Field(description="Where the sweep stands: what each rung spent, every stop.")
+    labels: dict[str, str] = Field(default_factory=dict, description="Trial id -> its label.")
+
+
+class MemoryFitNote(_Strict):
+    """The memory-fit predictor's error on one sweep's trials (farm/analysis/memory_fit.py)."""
+
+    sweep_id: str | None = Field(default=None, description="The sweep's id, where the report covers several.")
+    checks: list[KvCheck] = Field(description="Predicted beside reported KV-cache tokens, per trial.")
+
+
 class Report(_Strict):
     """Selection, its warnings and the rate analysis, with the results they came from."""
 
@@ -86,5 +103,7 @@ class Report(_Strict):
     slo: dict[str, str] = Field(default_factory=dict, description="Profile -> its SLOs in words.")
     reference: ReferenceComparison | None = Field(default=None, description="farm's numbers beside the study's reference.")
     gpu_time: GpuTime | None = Field(default=None, description="Where the trials' GPU time went, by phase (none: not recorded).")
-    halving: list[str] = Field(default_factory=list, description="A halving sweep: what each rung spent, why each trial stopped.")
-    memory_fit: list[str] = Field(default_factory=list, description="Predicted vs reported KV-cache tokens, per trial.")
+    halving: list[HalvingNote] = Field(default_factory=list,
+                                       description="Each halving sweep's: what each rung spent, why each trial stopped.")
+    memory_fit: list[MemoryFitNote] = Field(default_factory=list,
+                                            description="Each sweep's predicted vs reported KV-cache tokens, per trial.")

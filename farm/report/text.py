@@ -19,7 +19,7 @@ from farm.errors import UserError
 from farm.report.capacity_text import capacity_line, capacity_section, ranking_of
 from farm.report.checks import _fmt_pct, interval_text
 from farm.report.cost import gpu_time_section
-from farm.report.search import search_sections
+from farm.report.search import search_json, search_sections
 from farm.report.doc import Doc as _Doc
 from farm.report.engines import engine_matchups_section
 from farm.report.models import RATE_TOLERANCE, Report
@@ -67,6 +67,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "edges": [e.model_dump() for e in sel.edges],
         "unseparated": sel.unseparated,
         "capacity": [c.model_dump() for c in sel.capacity],
+        **search_json(report),
     }
 
 

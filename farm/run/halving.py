@@ -36,6 +36,25 @@ def stored_strategy(uri: str, sweep_id: str) -> tuple[str, float | None] | None:
     return "halving", float(budget) if budget else None
 
 
+PLAN_ARTIFACT = "halving.json"  # the driver's last plan, on the sweep's run
+
+
+def recorded_plan(uri: str, sweep_id: str) -> halving.RungPlan | None:
+    """The plan the driver recorded when the sweep's rungs were done; None before that (a sweep
+    interrupted mid-rung), or for a grid sweep."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            local = tracking.client(uri).download_artifacts(sweep_id, PLAN_ARTIFACT, tmp)
+        except Exception:  # MLflow's own error for a missing artifact
+            return None
+        try:
+            return halving.RungPlan.model_validate_json(Path(local).read_text())
+        except ValueError:  # written by a farm with another plan schema: the stored results still tell
+            return None
+
+
 def rung_trial(trial: Trial, rung: halving.Rung) -> Trial:
     return trial.model_copy(update={"profiles": list(rung.profiles), "profile_repeats": {}})
 
@@ -84,7 +103,7 @@ def run_halving(study: Study, grid: str, trials: list[Trial], *, tracking_uri: s
 def _record(uri: str, sweep_id: str, p: halving.RungPlan, labels: dict[str, str]) -> None:
     c = tracking.client(uri)
     c.log_text(sweep_id, "\n".join(halving.summary_lines(p, labels)) + "\n", "halving.md")
-    c.log_text(sweep_id, json.dumps(p.model_dump(mode="json"), indent=1), "halving.json")
+    c.log_text(sweep_id, json.dumps(p.model_dump(mode="json"), indent=1), PLAN_ARTIFACT)
     c.set_tag(sweep_id, "farm.halving_gpu_hours", f"{p.spent_gpu_hours:.4f}")
     for r, h in p.spent_by_rung.items():
         c.log_metric(sweep_id, f"halving/rung_{r}_gpu_hours", h)

@@ -4,9 +4,11 @@ model is a local directory) and asks the pure predictor (farm/analysis/memory_fi
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
-from farm.analysis.memory_fit import FitPrediction, trial_fit
+from farm.analysis.memory_fit import FitPrediction, KvCheck, trial_fit
+from farm.analysis.memory_fit import check_lines as kv_check_lines
 from farm.study.spec import Study
 from farm.study.trial import Trial
 
@@ -55,37 +57,53 @@ def fit_line(p: FitPrediction | None) -> str:
             f"{p.reserve_gib} GiB outside it)")
 
 
+PREDICTED_TAG, REPORTED_TAG, ERROR_TAG = "farm.kv_tokens_predicted", "farm.kv_tokens_reported", "farm.kv_tokens_error_pct"
+RUNNING_TAG = "farm.running_requests_predicted"
+
+
+def kv_checks(study: Study, results: list, predicted: Mapping[str, int] | None = None) -> list[KvCheck]:
+    """Each trial's predicted KV-cache tokens beside what its engine reported. `predicted`: what
+    the sweep recorded (trial -> tokens, its child runs' tags), which wins over predicting again
+    here, where the models' config.json may be missing; a trial it lacks is predicted here."""
+    predicted = dict(predicted or {})
+    preds = predictions(study, [r.trial for r in results if r.trial.id not in predicted])
+    out = []
+    for r in results:
+        p = preds.get(r.trial.id)
+        tokens = predicted.get(r.trial.id, p.kv_cache_tokens if p is not None else None)
+        if tokens is None:
+            continue
+        reported = r.engine_reported.get("kv_cache_tokens")
+        running = r.engine_reported.get("max_running_requests")
+        out.append(KvCheck(trial=r.trial.id, label=r.trial.label, predicted=tokens,
+                           reported=reported if isinstance(reported, int) else None,
+                           running_predicted=p.max_running_requests if p is not None else None,
+                           running_reported=running if isinstance(running, int) else None))
+    return out
+
+
 def check_lines(study: Study, results: list) -> tuple[list[str], dict[str, dict[str, str]]]:
     """The predictor's error on this sweep's trials: predicted vs reported KV-cache tokens, one line
     each, and the tags that record both on each trial's child run."""
-    from farm.analysis.memory_fit import prediction_error
+    checks = kv_checks(study, results)
+    tags = {}
+    for c in checks:
+        tags[c.trial] = {PREDICTED_TAG: str(c.predicted), **({REPORTED_TAG: str(c.reported)} if c.reported else {}),
+                         **({ERROR_TAG: f"{c.error * 100:+.2f}"} if c.error is not None else {}),
+                         **({RUNNING_TAG: str(c.running_predicted)} if c.running_predicted is not None else {})}
+    return kv_check_lines(checks), tags
 
-    preds = predictions(study, [r.trial for r in results])
-    lines, tags, errors = [], {}, []
-    for r in results:
-        p = preds.get(r.trial.id)
-        reported = r.engine_reported.get("kv_cache_tokens")
-        if p is None:
-            continue
-        err = prediction_error(p.kv_cache_tokens, reported if isinstance(reported, int) else None)
-        tags[r.trial.id] = {"farm.kv_tokens_predicted": str(p.kv_cache_tokens),
-                            **({"farm.kv_tokens_reported": str(reported)} if reported else {}),
-                            **({"farm.kv_tokens_error_pct": f"{err * 100:+.2f}"} if err is not None else {})}
-        # Where the model predicts the engine's own cap on requests at once (SGLang), it is checked too.
-        running = r.engine_reported.get("max_running_requests")
-        requests = ""
-        if p.max_running_requests is not None:
-            tags[r.trial.id]["farm.running_requests_predicted"] = str(p.max_running_requests)
-            if isinstance(running, int):
-                requests = f"; requests at once predicted {p.max_running_requests:,}, reported {running:,}"
-        if err is not None:
-            errors.append(abs(err))
-            lines.append(f"  {r.trial.label}: predicted {p.kv_cache_tokens:,}, reported {reported:,} ({err * 100:+.2f} %)"
-                         f"{requests}")
-    if lines:
-        lines.insert(0, f"memory-fit predictor, KV-cache tokens: largest error {max(errors) * 100:.2f} % over "
-                        f"{len(errors)} trial(s)")
-    return lines, tags
+
+def recorded_predictions(uri: str, sweep_id: str) -> dict[str, int]:
+    """Trial -> the KV-cache tokens the sweep predicted for it (`record_check`'s tags on its child runs)."""
+    from farm.store import schema, tracking
+
+    out = {}
+    for run in sorted(tracking.trial_runs(uri, sweep_id), key=lambda r: r.info.start_time or 0):
+        trial, value = run.data.tags.get(schema.TRIAL_TAG), run.data.tags.get(PREDICTED_TAG)
+        if trial and value and value.isdigit():
+            out[trial] = int(value)  # the latest run of a trial wins, as load_results reads it
+    return out
 
 
 def record_check(uri: str, sweep_id: str, study: Study, results: list) -> list[str]:

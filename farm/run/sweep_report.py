@@ -48,16 +48,17 @@ def build(study: Study, grid: str | None, results: list[TrialResult], sweep_id: 
 
 def _search_notes(report: Report, study: Study, grid: str | None, results: list[TrialResult]) -> None:
     """The halving sweep's rungs and stops, and the memory-fit predictor's error, into the report."""
-    from farm.run.memory import check_lines, unfit_trials
+    from farm.report.models import HalvingNote, MemoryFitNote
+    from farm.run.memory import kv_checks, unfit_trials
 
-    report.memory_fit = check_lines(study, results)[0]
+    report.memory_fit = [MemoryFitNote(checks=kv_checks(study, results))]
     if study.strategy == "halving" and grid:
-        from farm.analysis.halving import plan_from_results, summary_lines
+        from farm.analysis.halving import plan_from_results
         from farm.study.grid import expand
 
         trials = expand(study, grid)
-        labels = {t.id: t.label for t in trials}
-        report.halving = summary_lines(plan_from_results(study, grid, trials, results, unfit_trials(study, trials)), labels)
+        report.halving = [HalvingNote(plan=plan_from_results(study, grid, trials, results, unfit_trials(study, trials)),
+                                      labels={t.id: t.label for t in trials})]
 
 
 def build_from_records(study: Study, grid: str | None, records: Results, outdir: Path,

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from farm.analysis.records import Results, records_from_trials
+from farm.analysis.results import TrialResult
 from farm.errors import UserError
 from farm.inputs import read_yaml_file
 from farm.store import schema as S
@@ -19,6 +20,7 @@ from farm.store import tracking
 from farm.store.base import SweepInfo, TrialEntry
 from farm.study.load import validate_study
 from farm.study.spec import Study
+from farm.study.trial import Trial
 
 
 class MlflowStore:
@@ -74,6 +76,12 @@ class MlflowStore:
     def _trial_list(self, sweep_id: str) -> list[dict] | None:
         return self._artifact(sweep_id, S.TRIALS_PATH, lambda path: json.loads(Path(path).read_text()))
 
+    def planned_trials(self, sweep_id: str | None = None) -> list[Trial] | None:
+        """The trials the sweep's grid expanded to, as stored when it started (secret flags masked,
+        ids as run); None for a sweep stored without its list."""
+        listed = self._trial_list(self._id(sweep_id))
+        return None if listed is None else [Trial.model_validate(t) for t in listed]
+
     def planned_trial_ids(self, sweep_id: str | None = None) -> set[str] | None:
         listed = self._trial_list(self._id(sweep_id))
         return None if listed is None else {t["id"] for t in listed}
@@ -101,4 +109,8 @@ class MlflowStore:
         study = study or self.study(sweep_id)
         if study is None:
             raise UserError(f"sweep {sweep_id} has no stored study ({S.STUDY_PATH})", key=f"sweep {sweep_id}")
-        return records_from_trials(tracking.load_results(self.uri, sweep_id), study, grid=info.grid, sweep_id=sweep_id)
+        return records_from_trials(self.results(sweep_id), study, grid=info.grid, sweep_id=sweep_id)
+
+    def results(self, sweep_id: str | None = None) -> list[TrialResult]:
+        """Each trial's latest stored result, whole (what `records` reads its runs from)."""
+        return tracking.load_results(self.uri, self._id(sweep_id))

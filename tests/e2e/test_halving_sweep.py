@@ -11,6 +11,7 @@ import signal
 import pytest
 from mlflow.tracking import MlflowClient
 
+from conftest import run_farm
 from sweeptools import child_runs, engine_of, start_farm, wait_until, write_study
 
 pytestmark = pytest.mark.slow
@@ -98,3 +99,22 @@ def test_resume_continues_at_its_rung(sweep):
     # Each trial keeps its one child run: rung 1's, to which rung 2 was appended.
     assert sorted(r.data.tags["farm.trial_id"] for r in runs) == sorted(sweep["rung1_runs"])
     assert {r.data.tags["farm.trial_id"]: r.info.run_id for r in runs} == sweep["rung1_runs"]
+
+
+def test_farm_report_of_the_resumed_sweep_shows_its_rungs_and_stops(sweep):
+    """The report rebuilt from MLflow has the sweep's own Halving section: each rung's spend and
+    why the slow trial stopped, over both legs of the sweep (interrupted, then resumed)."""
+    args = ["report", sweep["sweep_id"], "--tracking-uri", sweep["uri"]]
+    md = run_farm(*args, "--format", "markdown")
+    assert md.returncode == 0, md.stderr[-3000:]
+    section = md.stdout.split("## Halving\n\n")[1].split("\n## ")[0]
+    for r, h in sweep["halving"]["spent_by_rung"].items():
+        assert f"- rung {r}: {h:.3f} GPU-hours" in section, section
+    assert "- stopped slow: rung 1: significantly worse than the leader" in section, section
+    assert section.startswith(f"halving: {sweep['halving']['spent_gpu_hours']:.3f} GPU-hours spent "
+                              f"(budget {BUDGET:g} GPU-hours); last rung done"), section
+    js = run_farm(*args, "--format", "json")
+    assert js.returncode == 0, js.stderr[-3000:]
+    (h,) = json.loads(js.stdout)["halving"]
+    assert h["spent_by_rung"] == sweep["halving"]["spent_by_rung"] and h["done"]
+    assert [(s["label"], s["rung"], s["kind"]) for s in h["stops"]] == [("slow", 1, "significantly_worse")]

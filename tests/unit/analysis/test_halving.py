@@ -149,3 +149,41 @@ def test_the_plan_is_read_back_from_stored_results_with_its_stops_and_spending(t
     assert plan.spent_by_rung == {1: pytest.approx(60 / 3600, abs=1e-6)}  # two trials, 30 s each, no GPU: one slot each
     lines = h.summary_lines(plan, {fast.id: "fast", slow.id: "slow"})
     assert lines[1].startswith("  rung 1: 0.017 GPU-hours") and "stopped slow: rung 1: significantly worse" in lines[2]
+
+
+def _plans_of_a_resumed_sweep():
+    """Two legs of one sweep: the first ran rung 1 and recorded its plan at a budget too small for
+    rung 2; resumed with a larger budget, it ran rung 2 of the leader and was interrupted before
+    it could record the plan again."""
+    rs = rungs(2)
+    obs = {t: h.Observed(gpus=1, ran=[1], samples={1: [v, v + 5, v - 5]}, wall_s={1: 600},
+                         run_s={1: {"chat.rung1": [60.0] * 3}}) for t, v in (("fast", 1000), ("slow", 500))}
+    first = h.next_rung(rs, ["fast", "slow"], obs, priors=PRIORS, budget_gpu_hours=0.4, pruned={"huge": "too big"})
+    obs["fast"].ran.append(2)
+    obs["fast"].wall_s[2] = 900
+    later = h.next_rung(rs, ["fast", "slow"], obs, priors=PRIORS, budget_gpu_hours=5.0, pruned={"huge": "too big"})
+    return first, later
+
+
+def test_a_stored_sweep_shows_the_drivers_plan_only_while_it_covers_every_stored_gpu_hour():
+    first, later = _plans_of_a_resumed_sweep()
+    assert first.done and first.reason.startswith("budget")
+    assert h.report_plan(first, first) is first
+    # the results outgrew the recorded plan (rung 2 ran after it): the plan recomputed from them
+    assert h.report_plan(later, first) is later and later.spent_by_rung == {1: pytest.approx(1 / 3), 2: 0.25}
+    # the same GPU-hours at another budget (resumed with --budget, stopped before it ran anything)
+    assert h.report_plan(first.model_copy(update={"budget_gpu_hours": 5.0}), first).budget_gpu_hours == 5.0
+    assert h.report_plan(later, None) is later  # interrupted before the driver recorded any plan
+
+
+def test_the_trials_the_sweep_pruned_are_read_back_from_its_plan():
+    first, _ = _plans_of_a_resumed_sweep()
+    assert h.recorded_pruned(first) == {"huge": "too big"}
+    assert h.recorded_pruned(h.RungPlan.model_validate_json(first.model_dump_json())) == {"huge": "too big"}
+
+
+def test_a_plan_not_done_says_what_a_resume_would_run_not_that_it_ran():
+    first, later = _plans_of_a_resumed_sweep()
+    assert "; budget: " in h.summary_lines(first)[0]
+    head = h.summary_lines(later.model_copy(update={"done": False, "reason": "rung 2 of 2: 1 trial(s) on chat"}))[0]
+    assert head.endswith("; not finished; next, on --resume: rung 2 of 2: 1 trial(s) on chat"), head

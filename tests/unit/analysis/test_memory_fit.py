@@ -90,3 +90,14 @@ def test_no_prediction_without_a_model_of_the_engine_or_the_gpu():
     assert mf.trial_fit("mock", {}, None, CONFIG, "H200") is None
     assert mf.trial_fit("vllm", BASE, None, None, "H200") is None
     assert mf.trial_fit("vllm", BASE, None, CONFIG, "unknown-gpu") is None
+
+
+def test_the_check_names_each_trials_error_and_the_largest():
+    checks = [mf.KvCheck(trial="a", label="bf16", predicted=1_010_000, reported=1_000_000),
+              mf.KvCheck(trial="b", label="fp8", predicted=1_940_000, reported=2_000_000),
+              mf.KvCheck(trial="c", label="not started", predicted=500_000)]
+    assert mf.check_lines(checks) == [
+        "memory-fit predictor, KV-cache tokens: largest error 3.00 % over 2 trial(s)",
+        "  bf16: predicted 1,010,000, reported 1,000,000 (+1.00 %)",
+        "  fp8: predicted 1,940,000, reported 2,000,000 (-3.00 %)"]
+    assert mf.check_lines(checks[2:]) == []  # nothing reported: no section
