@@ -7,6 +7,7 @@ trial actors write them; the numbers are chosen so that the verdicts are known."
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -38,10 +39,20 @@ def _result(trial, sweep_id: str, tps: dict[str, list[float]], reported: dict | 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    from farm.store import tracking
 
     tmp = tmp_path_factory.mktemp("report-sweeps")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    here = os.getcwd()
+    os.chdir(tmp)  # a SQLite store's artifacts go to ./mlruns: under tmp, not the repo
+    try:
+        yield _write_sweeps(uri, tmp)
+    finally:
+        os.chdir(here)
+
+
+def _write_sweeps(uri: str, tmp):
+    from farm.store import tracking
+
     study = load_study(CONFIG)
     by_name = {t.label: t for g in ("seed", "sglang") for t in expand(study, g)}
     ids = {}
