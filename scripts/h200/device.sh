@@ -8,6 +8,7 @@
 #   FARM_H200_GRID=sglang bash scripts/h200/device.sh start-only TRIAL  # one trial's engine start, no runs
 #   FARM_H200_GRID=tp bash scripts/h200/device.sh run SECONDS      # nvidia-h200-x2: TP 1/2, DP 2, EP (bench/h200-x2/)
 #   FARM_H200_GRID=busy bash scripts/h200/device.sh run SECONDS    # nvidia-h200-x4/-x8: 18 TP1 trials, makespan
+#   FARM_H200_GRID=full FARM_H200_SWEEP_ARGS="--strategy halving --budget 1" bash scripts/h200/device.sh run SECONDS
 #
 # FARM_H200_FIRST_ONLY=1 runs only the grid's first trials (sweep-job.sh), so a later call can
 # use the GPU for something else without stopping a sweep midway.

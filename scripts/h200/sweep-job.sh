@@ -41,7 +41,10 @@ common=(--config "$B/src/configs/h200-dummy.yaml" --grid "$grid" --tracking-uri 
         --workdir "$B/runs")
 if [ ! -f "$idfile" ]; then
   # The id is kept as soon as the sweep prints it: a machine lost mid-trial is resumed, not restarted.
-  farm sweep "${common[@]}" "${first[@]}" 2>&1 | while IFS= read -r line; do
+  # FARM_H200_SWEEP_ARGS="--strategy halving --budget 1": options of the new sweep (a resume reads
+  # its strategy and budget back from the sweep's run).
+  # shellcheck disable=SC2086
+  farm sweep "${common[@]}" "${first[@]}" ${FARM_H200_SWEEP_ARGS:-} 2>&1 | while IFS= read -r line; do
     printf '%s\n' "$line"
     if [[ ! -f $idfile && $line =~ ^sweep\ ([0-9a-f]{32}) ]]; then echo "${BASH_REMATCH[1]}" > "$idfile"; fi
   done
