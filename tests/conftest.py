@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,12 @@ SEED_FILE = FIXTURES / "seed-results.json"  # a copy of shared/reference/seed-re
 # guidellm spawns 10 workers per client by default; 2 are enough for the tests' request rates.
 os.environ.setdefault("GUIDELLM__MAX_WORKER_PROCESSES", "2")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+# The Ctrl-C tests (resume, halving) send SIGINT to a `farm sweep` they started. A test run started
+# in the background of a non-interactive shell (`bash .ci/run &`) inherits SIGINT ignored, every
+# child with it, and Python then never raises KeyboardInterrupt: give the children the default back.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _has_gpu() -> bool:
