@@ -208,14 +208,20 @@ class GridCost(BaseModel):
     trials_by_engine: dict[str, int]
     profile_seconds: dict[str, float] = Field(description="Seconds assumed per run of each profile.")
     profile_sources: dict[str, str] = Field(description="Where each profile's seconds come from.")
-    start_overhead_s: dict[str, float] = Field(description="Seconds assumed from launch to ready, per engine.")
+    start_overhead_s: dict[str, float] = Field(description="Seconds assumed from launch to ready, per engine, "
+                                               "with a cold compile cache.")
+    warm_start_s: dict[str, float] = Field(default_factory=dict, description=(
+        "Seconds assumed from launch to ready with the node's compile cache warm, per engine: every trial of a "
+        "compile group after its first (farm's scheduler keeps a group on one node)."))
+    cold_starts: int = Field(default=0, description="Engine starts assumed cold: one per compile group.")
     run_overhead_s: float
     durations_from: str = Field(default="the seed's measured durations", description="Where the durations come from.")
 
     def line(self) -> str:
         engines = ", ".join(f"{n} {e}" for e, n in self.trials_by_engine.items())
         return (f"{self.grid}: {self.trials} trials ({engines}), {self.runs} runs, up to {self.gpus_max} GPU(s) "
-                f"per trial, ~{self.gpu_hours:.1f} GPU-hours at {self.durations_from}")
+                f"per trial, ~{self.gpu_hours:.1f} GPU-hours at {self.durations_from}; "
+                f"{self.cold_starts} cold engine start(s), one per compile group")
 
 
 def _profile_seconds(study: Study, name: str, durations: Mapping[str, float], source: str) -> tuple[float, str]:
@@ -237,14 +243,29 @@ def run_seconds(study: Study, trial: Trial, run_overhead_s: float = RUN_OVERHEAD
                                                       + run_overhead_s) for p in trial.profiles)
 
 
+def _start(trial: Trial, starts: Mapping[str, float], cold_starts: Mapping[str, float],
+           warm_starts: Mapping[str, float]) -> tuple[float, float]:
+    """(cold, warm) seconds to ready of a trial's engine: measured where given, else its estimate.
+    A measured median of starts whose cache state went unrecorded stands in for both."""
+    cold, warm = get_engine(trial.engine).start_estimate_s(trial.all_flags)
+    e = trial.engine
+    if e in cold_starts or e in warm_starts:
+        return cold_starts.get(e, cold), warm_starts.get(e, warm)
+    if e in starts:
+        return starts[e], starts[e]
+    return cold, warm
+
+
 def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = None,
               run_overhead_s: float = RUN_OVERHEAD_S, trials: list[Trial] | None = None,
-              starts: Mapping[str, float] | None = None, durations_from: str | None = None) -> GridCost:
-    """Size and estimated GPU-hours of `grid`: each trial starts its engine once
-    (`Engine.start_overhead_s`), then runs every profile `study.repeats` times (for 'auto': the
-    first pass; later passes are bounded by the study's run budget; a capacity profile's search at
-    most its `max_runs`). `trials`: the grid already
-    expanded (a 10,000-trial grid takes a second to expand)."""
+              starts: Mapping[str, float] | None = None, durations_from: str | None = None,
+              cold_starts: Mapping[str, float] | None = None, warm_starts: Mapping[str, float] | None = None) -> GridCost:
+    """Size and estimated GPU-hours of `grid`: each trial starts its engine once, cold for the
+    first trial of its compile group (`Engine.compile_key`) and warm for the rest, as the
+    scheduler runs a group on one node (`Engine.start_estimate_s`, or `cold_starts`/`warm_starts`
+    measured), then runs every profile `study.repeats` times (for 'auto': the first pass; later
+    passes are bounded by the study's run budget; a capacity profile's search at most its
+    `max_runs`). `trials`: the grid already expanded (a 10,000-trial grid takes a second to expand)."""
     repeats = first_pass_repeats(study.repeats)
     measured = durations is not None and durations_from is not None
     source = durations_from if measured else "seed-results.json (longest measured run)"
@@ -253,13 +274,23 @@ def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = N
     profiles = study.grid_profiles(grid)
     seconds = {p: _profile_seconds(study, p, durations, source) for p in profiles}
     start_s: dict[str, float] = {}
+    warm_s: dict[str, float] = {}
     gpu_s = trial_s = 0.0
     by_engine: dict[str, int] = {}
     # A capacity profile runs its search once, up to its run budget, whatever the repeats.
     runs_of = {p: spec.capacity.max_runs if (spec := study.profiles[p]).capacity else repeats for p in study.profiles}
+    groups: set[str] = set()
+    cold_count = 0
     for trial in trials:
-        start = start_s.setdefault(trial.engine, (starts or {}).get(trial.engine, get_engine(trial.engine).start_overhead_s))
-        one = start + sum(runs_of[p] * (seconds[p][0] + run_overhead_s) for p in trial.profiles)
+        cold, warm = _start(trial, starts or {}, cold_starts or {}, warm_starts or {})
+        start_s.setdefault(trial.engine, cold)
+        warm_s.setdefault(trial.engine, warm)
+        key = get_engine(trial.engine).compile_key(trial.model, trial.all_flags, trial.weights)
+        first = key is None or key not in groups
+        if key is not None:
+            groups.add(key)
+        cold_count += first and cold != warm  # an engine without a compile cache has no cold start
+        one = (cold if first else warm) + sum(runs_of[p] * (seconds[p][0] + run_overhead_s) for p in trial.profiles)
         trial_s += one
         gpu_s += one * trial.gpus
         by_engine[trial.engine] = by_engine.get(trial.engine, 0) + 1
@@ -274,6 +305,8 @@ def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = N
         profile_seconds={p: s for p, (s, _) in seconds.items()},
         profile_sources={p: src for p, (_, src) in seconds.items()},
         start_overhead_s=start_s,
+        warm_start_s=warm_s,
+        cold_starts=cold_count,
         run_overhead_s=run_overhead_s,
         **({"durations_from": durations_from} if measured else {}),
     )
@@ -298,6 +331,7 @@ def grid_costs(study: Study, expanded: Mapping[str, list[Trial]] | None = None,
             continue
         partial = not (profiles <= set(measured.profile_s) and engines <= set(measured.start_s))
         out[name] = grid_cost(study, name, durations, run_overhead_s=0.0, trials=trials, starts=measured.start_s,
+                              cold_starts=measured.cold_start_s, warm_starts=measured.warm_start_s,
                               durations_from=f"durations measured in sweep {measured.source} ({measured.runs} runs"
                                              + ("; the rest the seed's)" if partial else ")"))
     return out

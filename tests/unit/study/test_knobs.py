@@ -421,6 +421,24 @@ def test_grid_cost_counts_starts_runs_and_gpus():
     assert "3 trials" in cost.line()
 
 
+def test_grid_cost_starts_a_compile_group_cold_once_and_warm_after():
+    # max_running_requests does not change what vLLM compiles: one group, one cold start;
+    # prefix caching on and off neither; FP8 compiles another graph: a second cold start.
+    study = _study([{"engine": "vllm", "models": ["bf16"],
+                     "knob_axes": {"max_running_requests": [None, 256, 512], "quantization": ["none", "fp8"]}}])
+    trials = expand(study, "g")
+    keys = {get_engine("vllm").compile_key(t.model, t.all_flags, t.weights) for t in trials}
+    cold, warm = get_engine("vllm").start_estimate_s({})
+    cost = grid_cost(study, "g", durations={"p": 100.0}, run_overhead_s=10.0, trials=trials)
+    assert cost.cold_starts == len(keys) == 2
+    assert cost.gpu_hours == pytest.approx((2 * cold + 4 * warm + 6 * 110) / 3600, abs=0.01)
+    # measured starts (an earlier sweep's, cold and warm apart) replace the estimates
+    measured = grid_cost(study, "g", durations={"p": 100.0}, run_overhead_s=10.0, trials=trials,
+                         starts={"vllm": 200.0}, cold_starts={"vllm": 300.0}, warm_starts={"vllm": 60.0})
+    assert (measured.start_overhead_s, measured.warm_start_s) == ({"vllm": 300.0}, {"vllm": 60.0})
+    assert measured.gpu_hours == pytest.approx((2 * 300 + 4 * 60 + 6 * 110) / 3600, abs=0.01)
+
+
 def test_default_study_costs_use_the_seed_durations():
     study = load_study()
     costs = grid_costs(study)
