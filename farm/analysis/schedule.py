@@ -29,6 +29,7 @@ from typing import Mapping
 
 from farm.engines import get_engine
 from farm.study.grid import MeasuredDurations, run_seconds
+from farm.study.grid import trial_starts as start_s  # the grid estimate's rule, the scheduler's too
 from farm.study.spec import Study
 from farm.study.trial import Trial
 
@@ -137,22 +138,6 @@ class Dispatcher:
                 return item, node
         return None
 
-
-
-def start_s(trial: Trial, measured: MeasuredDurations | None = None) -> tuple[float, float]:
-    """A trial's engine start, (cold compile cache, warm): measured where the earlier sweep saw
-    that kind of start of its engine, the engine's estimate otherwise."""
-    cold, warm = get_engine(trial.engine).start_estimate_s(trial.all_flags)
-    if measured is None:
-        return cold, warm
-    e = trial.engine
-    if e not in measured.cold_start_s and e not in measured.warm_start_s:
-        # Starts whose cache state went unrecorded say nothing of a cold-warm gap: they stand in
-        # for both only where the estimate has no gap either (an engine without a compile cache).
-        if e in measured.start_s and cold == warm:
-            return measured.start_s[e], measured.start_s[e]
-        return cold, warm
-    return measured.cold_start_s.get(e, cold), measured.warm_start_s.get(e, warm)
 
 
 def items_of(study: Study, trials: list[Trial], measured: MeasuredDurations | None = None) -> dict[str, Item]:

@@ -243,32 +243,34 @@ def run_seconds(study: Study, trial: Trial, run_overhead_s: float = RUN_OVERHEAD
                                                       + run_overhead_s) for p in trial.profiles)
 
 
-def _start(trial: Trial, starts: Mapping[str, float], cold_starts: Mapping[str, float],
-           warm_starts: Mapping[str, float]) -> tuple[float, float]:
-    """(cold, warm) seconds to ready of a trial's engine: measured where given, else its estimate.
-    A measured median of starts whose cache state went unrecorded stands in for both."""
+def trial_starts(trial: Trial, measured: MeasuredDurations | None = None) -> tuple[float, float]:
+    """A trial's engine start, (cold compile cache, warm): measured where an earlier sweep saw that
+    kind of start of its engine, the engine's estimate otherwise (`Engine.start_estimate_s`)."""
     cold, warm = get_engine(trial.engine).start_estimate_s(trial.all_flags)
+    if measured is None:
+        return cold, warm
     e = trial.engine
-    if e in cold_starts or e in warm_starts:
-        return cold_starts.get(e, cold), warm_starts.get(e, warm)
-    if e in starts:
-        return starts[e], starts[e]
-    return cold, warm
+    if e not in measured.cold_start_s and e not in measured.warm_start_s:
+        # Starts whose cache state went unrecorded say nothing of a cold-warm gap: they stand in
+        # for both only where the estimate has no gap either (an engine without a compile cache).
+        if e in measured.start_s and cold == warm:
+            return measured.start_s[e], measured.start_s[e]
+        return cold, warm
+    return measured.cold_start_s.get(e, cold), measured.warm_start_s.get(e, warm)
 
 
 def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = None,
               run_overhead_s: float = RUN_OVERHEAD_S, trials: list[Trial] | None = None,
-              starts: Mapping[str, float] | None = None, durations_from: str | None = None,
-              cold_starts: Mapping[str, float] | None = None, warm_starts: Mapping[str, float] | None = None) -> GridCost:
+              measured: MeasuredDurations | None = None, durations_from: str | None = None) -> GridCost:
     """Size and estimated GPU-hours of `grid`: each trial starts its engine once, cold for the
     first trial of its compile group (`Engine.compile_key`) and warm for the rest, as the
-    scheduler runs a group on one node (`Engine.start_estimate_s`, or `cold_starts`/`warm_starts`
-    measured), then runs every profile `study.repeats` times (for 'auto': the first pass; later
+    scheduler runs a group on one node (`trial_starts`: the engine's estimates, or what `measured`
+    holds of its starts), then runs every profile `study.repeats` times (for 'auto': the first pass; later
     passes are bounded by the study's run budget; a capacity profile's search at most its
     `max_runs`). `trials`: the grid already expanded (a 10,000-trial grid takes a second to expand)."""
     repeats = first_pass_repeats(study.repeats)
-    measured = durations is not None and durations_from is not None
-    source = durations_from if measured else "seed-results.json (longest measured run)"
+    from_store = durations is not None and durations_from is not None
+    source = durations_from if from_store else "seed-results.json (longest measured run)"
     durations = SEED_PROFILE_SECONDS if durations is None else durations
     trials = expand(study, grid) if trials is None else trials
     profiles = study.grid_profiles(grid)
@@ -282,7 +284,7 @@ def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = N
     groups: set[str] = set()
     cold_count = 0
     for trial in trials:
-        cold, warm = _start(trial, starts or {}, cold_starts or {}, warm_starts or {})
+        cold, warm = trial_starts(trial, measured)
         start_s.setdefault(trial.engine, cold)
         warm_s.setdefault(trial.engine, warm)
         key = get_engine(trial.engine).compile_key(trial.model, trial.all_flags, trial.weights)
@@ -308,7 +310,7 @@ def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = N
         warm_start_s=warm_s,
         cold_starts=cold_count,
         run_overhead_s=run_overhead_s,
-        **({"durations_from": durations_from} if measured else {}),
+        **({"durations_from": durations_from} if from_store else {}),
     )
 
 
@@ -330,8 +332,7 @@ def grid_costs(study: Study, expanded: Mapping[str, list[Trial]] | None = None,
             out[name] = grid_cost(study, name, trials=trials)
             continue
         partial = not (profiles <= set(measured.profile_s) and engines <= set(measured.start_s))
-        out[name] = grid_cost(study, name, durations, run_overhead_s=0.0, trials=trials, starts=measured.start_s,
-                              cold_starts=measured.cold_start_s, warm_starts=measured.warm_start_s,
+        out[name] = grid_cost(study, name, durations, run_overhead_s=0.0, trials=trials, measured=measured,
                               durations_from=f"durations measured in sweep {measured.source} ({measured.runs} runs"
                                              + ("; the rest the seed's)" if partial else ")"))
     return out

@@ -9,7 +9,7 @@ import pytest
 
 from farm.engines import get_engine
 from farm.errors import SpecError
-from farm.study.grid import SEED_PROFILE_SECONDS, expand, grid_cost, grid_costs, resolve_quantization
+from farm.study.grid import SEED_PROFILE_SECONDS, MeasuredDurations, expand, grid_cost, grid_costs, resolve_quantization
 from farm.study.knobs import KNOBS, KnobError, parse_knob, render_with
 from farm.study.load import load_study
 from farm.study.spec import Study
@@ -433,8 +433,9 @@ def test_grid_cost_starts_a_compile_group_cold_once_and_warm_after():
     assert cost.cold_starts == len(keys) == 2
     assert cost.gpu_hours == pytest.approx((2 * cold + 4 * warm + 6 * 110) / 3600, abs=0.01)
     # measured starts (an earlier sweep's, cold and warm apart) replace the estimates
-    measured = grid_cost(study, "g", durations={"p": 100.0}, run_overhead_s=10.0, trials=trials,
-                         starts={"vllm": 200.0}, cold_starts={"vllm": 300.0}, warm_starts={"vllm": 60.0})
+    starts = MeasuredDurations(source="earlier", runs=6, start_s={"vllm": 200.0}, cold_start_s={"vllm": 300.0},
+                               warm_start_s={"vllm": 60.0}, profile_s={})
+    measured = grid_cost(study, "g", durations={"p": 100.0}, run_overhead_s=10.0, trials=trials, measured=starts)
     assert (measured.start_overhead_s, measured.warm_start_s) == ({"vllm": 300.0}, {"vllm": 60.0})
     assert measured.gpu_hours == pytest.approx((2 * 300 + 4 * 60 + 6 * 110) / 3600, abs=0.01)
 
