@@ -28,7 +28,11 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, required=True, help="GPUs the sweep's cluster had")
     parser.add_argument("--gap", type=float, default=60.0, help="idle seconds that end a sitting")
     args = parser.parse_args()
+    if args.gpus <= 0:
+        parser.error(f"--gpus: the cluster's GPUs, a positive number, not {args.gpus}")
     results = load_results(args.tracking_uri, args.sweep_id)
+    if not results:
+        parser.error(f"no trial result of sweep {args.sweep_id} in {args.tracking_uri}")
     held = [Held(r.started_at, r.finished_at, r.trial.gpus) for r in results
             if r.started_at is not None and r.finished_at is not None]
     print(f"sweep {args.sweep_id}: {len(results)} trial(s), {len(held)} with start and end times, {args.gpus} GPUs")

@@ -93,6 +93,9 @@ def main() -> int:
     p.add_argument("--samples", type=Path, required=True)
     p.add_argument("--gpus-list", type=Path, required=True)
     a = p.parse_args()
+    for path in (a.samples, a.gpus_list):
+        if not path.is_file():
+            p.error(f"{path}: no such file (device.sh brings gpu-apps.csv and gpus.txt back from a machine of several GPUs)")
     trials = [TrialHold(r.trial.label, r.engine_pid, tuple(r.gpus), r.started_at, r.finished_at)
               for r in load_results(a.tracking_uri, a.sweep_id)
               if r.trial.gpus and r.started_at is not None and r.finished_at is not None]
