@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def main() -> None:
     from farm.analysis.makespan import Held, cluster_use, sittings
-    from farm.store.tracking import load_results
+    from farm.errors import UserError
+    from farm.run.preflight import stored_sweep_results
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep_id")
@@ -30,7 +31,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.gpus <= 0:
         parser.error(f"--gpus: the cluster's GPUs, a positive number, not {args.gpus}")
-    results = load_results(args.tracking_uri, args.sweep_id)
+    try:
+        results = stored_sweep_results(args.tracking_uri, args.sweep_id)
+    except UserError as exc:
+        parser.error(exc.line())
     if not results:
         parser.error(f"no trial result of sweep {args.sweep_id} in {args.tracking_uri}")
     held = [Held(r.started_at, r.finished_at, r.trial.gpus) for r in results

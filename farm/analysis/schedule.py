@@ -27,9 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from farm.engines import get_engine
-from farm.study.grid import MeasuredDurations, run_seconds
-from farm.study.grid import trial_starts as start_s  # the grid estimate's rule, the scheduler's too
+from farm.study.grid import MeasuredDurations, compile_group, run_seconds, trial_starts
 from farm.study.spec import Study
 from farm.study.trial import Trial
 
@@ -58,7 +56,7 @@ class Item:
 
 def item_of(trial: Trial, seconds: float, cold_start_s: float, warm_start_s: float,
             nodes: frozenset[str] | None = None, avoid: frozenset[str] = frozenset()) -> Item:
-    key = get_engine(trial.engine).compile_key(trial.model, trial.all_flags, trial.weights)
+    key = compile_group(trial)
     return Item(id=trial.id, gpus=trial.gpus, seconds=seconds, cold_start_s=cold_start_s, warm_start_s=warm_start_s,
                 group=key if key is not None else f"trial:{trial.id}", nodes=nodes, avoid=avoid)
 
@@ -145,7 +143,7 @@ def items_of(study: Study, trials: list[Trial], measured: MeasuredDurations | No
     `measured` (the study's earlier sweep) holds of them."""
     out = {}
     for t in trials:
-        cold, warm = start_s(t, measured)
+        cold, warm = trial_starts(t, measured)  # the grid estimate's rule too
         out[t.id] = item_of(t, warm + run_seconds(study, t, measured=measured), cold, warm)
     return out
 

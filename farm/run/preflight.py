@@ -19,6 +19,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.credentials import read_mlflow_creds
 
+from farm.analysis.results import TrialResult
 from farm.errors import UserError
 from farm.inputs import address_host_port, env_directory, tracking_uri as read_tracking_uri
 from farm.store.base import finished_trial_ids
@@ -134,6 +135,16 @@ def check_store_to_read(uri: str) -> None:
     db = sqlite_path(uri)
     if db is not None and not db.is_file():
         raise UserError(f"there is no tracking store at {db}", key="--tracking-uri")
+
+
+def stored_sweep_results(uri: str, sweep_id: str) -> list[TrialResult]:
+    """Every trial result of a stored sweep, for the scripts that measure one (bench/, scripts/h200/):
+    the store must be there and hold the sweep, else a one-line UserError."""
+    check_store_to_read(uri)
+    store = MlflowStore(uri)
+    if store.sweep(sweep_id) is None:
+        raise UserError(f"no sweep with id '{sweep_id}' in {uri}", key="SWEEP_ID")
+    return store.results(sweep_id)
 
 
 def _tcp_probe(host: str, port: int) -> None:

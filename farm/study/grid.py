@@ -243,6 +243,12 @@ def run_seconds(study: Study, trial: Trial, run_overhead_s: float = RUN_OVERHEAD
                                                       + run_overhead_s) for p in trial.profiles)
 
 
+def compile_group(trial: Trial) -> str | None:
+    """The compile cache a trial's engine start fills and later starts of the group reuse on the
+    same node (`Engine.compile_key`); None where the engine keeps none."""
+    return get_engine(trial.engine).compile_key(trial.model, trial.all_flags, trial.weights)
+
+
 def trial_starts(trial: Trial, measured: MeasuredDurations | None = None) -> tuple[float, float]:
     """A trial's engine start, (cold compile cache, warm): measured where an earlier sweep saw that
     kind of start of its engine, the engine's estimate otherwise (`Engine.start_estimate_s`)."""
@@ -287,7 +293,7 @@ def grid_cost(study: Study, grid: str, durations: Mapping[str, float] | None = N
         cold, warm = trial_starts(trial, measured)
         start_s.setdefault(trial.engine, cold)
         warm_s.setdefault(trial.engine, warm)
-        key = get_engine(trial.engine).compile_key(trial.model, trial.all_flags, trial.weights)
+        key = compile_group(trial)
         first = key is None or key not in groups
         if key is not None:
             groups.add(key)

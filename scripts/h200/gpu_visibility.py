@@ -85,7 +85,8 @@ def check(trials: list[TrialHold], samples: list[Sample], uuids: dict[str, str])
 
 
 def main() -> int:
-    from farm.store.tracking import load_results
+    from farm.errors import UserError
+    from farm.run.preflight import stored_sweep_results
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sweep_id")
@@ -96,9 +97,12 @@ def main() -> int:
     for path in (a.samples, a.gpus_list):
         if not path.is_file():
             p.error(f"{path}: no such file (device.sh brings gpu-apps.csv and gpus.txt back from a machine of several GPUs)")
+    try:
+        results = stored_sweep_results(a.tracking_uri, a.sweep_id)
+    except UserError as exc:
+        p.error(exc.line())
     trials = [TrialHold(r.trial.label, r.engine_pid, tuple(r.gpus), r.started_at, r.finished_at)
-              for r in load_results(a.tracking_uri, a.sweep_id)
-              if r.trial.gpus and r.started_at is not None and r.finished_at is not None]
+              for r in results if r.trial.gpus and r.started_at is not None and r.finished_at is not None]
     lines, pairs, ok = check(trials, parse_samples(a.samples.read_text()), parse_gpu_list(a.gpus_list.read_text()))
     print("\n".join(lines + (["at the same time:"] + pairs if pairs else ["no two trials held GPUs at the same time"])))
     return 0 if ok else 1

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from farm.analysis.schedule import Dispatcher, Item, item_of, items_of, order, start_s
+from farm.analysis.schedule import Dispatcher, Item, item_of, items_of, order
 from farm.engines import get_engine
-from farm.study.grid import MeasuredDurations
+from farm.study.grid import MeasuredDurations, trial_starts
 from farm.study.trial import Trial
 
 COLD, WARM = 24.0, 10.0
@@ -220,4 +220,4 @@ def test_a_small_measured_cold_warm_gap_makes_a_second_trial_compile_rather_than
 ])
 def test_the_start_estimate_is_measured_where_that_kind_of_start_was_seen(engine, flags, measured, expected):
     trial = Trial(id="t", engine=engine, model_key="m", model="m", flags=flags, profiles=["p"], gpus=1)
-    assert start_s(trial, _measured(**measured) if measured is not None else None) == expected
+    assert trial_starts(trial, _measured(**measured) if measured is not None else None) == expected
