@@ -138,7 +138,11 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
 
     # Datasets, tracking store, Ray address, the sweep to resume: checked before anything starts.
     tracking_uri = tracking_uri or default_tracking_uri()
-    check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume)
+    point = check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume)
+    if point is not None and point.renamed:  # a sweep stored with ids of the older form keeps them
+        trials = point.rename(trials)
+        selected = {point.renamed.get(i, i) for i in selected} if selected is not None else None
+        pruned = {point.renamed.get(i, i): why for i, why in pruned.items()} if pruned else pruned
     if resume and strategy is None and study.strategy == "grid":
         from farm.run.halving import stored_strategy
         from farm.run.memory import unfit_trials

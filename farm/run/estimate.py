@@ -7,7 +7,8 @@ from __future__ import annotations
 from farm.analysis.durations import measured_durations
 from farm.analysis.schedule import estimates_line
 from farm.errors import UserError
-from farm.run.preflight import check_tracking_uri, sqlite_path
+from farm.run.preflight import check_tracking_uri
+from farm.store.location import sqlite_path
 from farm.store.mlflow_store import MlflowStore
 from farm.study.grid import RUN_OVERHEAD_S, MeasuredDurations
 from farm.study.spec import Study

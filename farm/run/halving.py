@@ -42,17 +42,13 @@ PLAN_ARTIFACT = "halving.json"  # the driver's last plan, on the sweep's run
 def recorded_plan(uri: str, sweep_id: str) -> halving.RungPlan | None:
     """The plan the driver recorded when the sweep's rungs were done; None before that (a sweep
     interrupted mid-rung), or for a grid sweep."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            local = tracking.client(uri).download_artifacts(sweep_id, PLAN_ARTIFACT, tmp)
-        except Exception:  # MLflow's own error for a missing artifact
-            return None
-        try:
-            return halving.RungPlan.model_validate_json(Path(local).read_text())
-        except ValueError:  # written by a farm with another plan schema: the stored results still tell
-            return None
+    raw = tracking.read_artifact(uri, sweep_id, PLAN_ARTIFACT)
+    if raw is None:  # a grid sweep, or one interrupted mid-rung
+        return None
+    try:
+        return halving.RungPlan.model_validate_json(raw)
+    except ValueError:  # written by a farm with another plan schema: the stored results still tell
+        return None
 
 
 def rung_trial(trial: Trial, rung: halving.Rung) -> Trial:

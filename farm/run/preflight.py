@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -23,9 +23,10 @@ from farm.analysis.results import TrialResult
 from farm.errors import UserError
 from farm.inputs import address_host_port, env_directory, tracking_uri as read_tracking_uri
 from farm.store.base import finished_trial_ids
+from farm.store.location import sqlite_path
 from farm.store.mlflow_store import MlflowStore
 from farm.study.spec import Study
-from farm.study.trial import Trial
+from farm.study.trial import Trial, trial_id
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -43,15 +44,6 @@ def check_datasets(study: Study, trials: list[Trial]) -> None:
             if unset:
                 why += f" ({', '.join(unset)} not set)"
             raise UserError(f"dataset file {path} {why}", file=study.source, key=f"profiles.{name}.data.path")
-
-
-def sqlite_path(uri: str) -> Path | None:
-    """The database file of a `sqlite:///...` tracking URI (None for other stores)."""
-    if not uri.startswith("sqlite:"):
-        return None
-    path = uri[len("sqlite:"):]
-    path = path[3:] if path.startswith("///") else path.lstrip("/")
-    return Path(path.split("?", 1)[0]).expanduser() if path and path != ":memory:" else None
 
 
 def _reason(exc: BaseException) -> str:
@@ -176,6 +168,12 @@ class ResumePoint:
     sweep_id: str
     experiment_id: str
     finished: set[str]
+    # today's trial id -> the sweep's own, for a sweep stored with ids of the older form
+    renamed: dict[str, str] = field(default_factory=dict)
+
+    def rename(self, trials: list[Trial]) -> list[Trial]:
+        """The trials under the ids the sweep stored them with."""
+        return [t.model_copy(update={"id": self.renamed[t.id]}) if t.id in self.renamed else t for t in trials]
 
 
 def check_resume(uri: str, sweep_id: str, study: Study, grid: str, trials: list[Trial]) -> ResumePoint:
@@ -194,16 +192,28 @@ def check_resume(uri: str, sweep_id: str, study: Study, grid: str, trials: list[
                         f"({study.source})", key=key)
     if info.grid != grid:
         raise UserError(f"sweep {sweep_id} ran grid '{info.grid}', not '{grid}'", key=key)
-    stored = store.planned_trial_ids(sweep_id)
-    if stored is not None:
-        now = {t.id for t in trials}
+    planned = store.planned_trials(sweep_id)
+    renamed: dict[str, str] = {}
+    if planned is not None:
+        stored = {t.id for t in planned}
+        renamed = _legacy_ids(planned, trials, stored)
+        now = {renamed.get(t.id, t.id) for t in trials}
         added, gone = now - stored, stored - now
         if added or gone:
             raise UserError(f"grid '{grid}' of {study.source} no longer expands to the trials of sweep {sweep_id} "
                             f"({len(added)} new, {len(gone)} gone): the study changed since the sweep started; "
                             f"start a new sweep", key=key)
     return ResumePoint(sweep_id=sweep_id, experiment_id=info.experiment_id,
-                       finished=finished_trial_ids(store, sweep_id))
+                       finished=finished_trial_ids(store, sweep_id), renamed=renamed)
+
+
+def _legacy_ids(planned: list[Trial], trials: list[Trial], stored: set[str]) -> dict[str, str]:
+    """Today's id -> the id a sweep stored for the same trial, where they differ: a sweep started
+    before trial ids left out where a local model sits (its ids hold the model's absolute path on
+    the machine it started on) is matched by what its trials are, and keeps its own ids."""
+    today = {trial_id(t.engine, t.model, t.all_flags, t.weights): t.id
+             for t in planned if t.node_control_of is None}
+    return {t.id: today[t.id] for t in trials if t.id not in stored and t.id in today}
 
 
 def check_sweep(study: Study, trials: list[Trial], *, grid: str, address: str | None, tracking_uri: str,

@@ -7,7 +7,9 @@ latest child of a trial (by start time) is its answer, as `--resume` and `farm r
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -59,19 +61,36 @@ class MlflowStore:
                          experiment_id=run.info.experiment_id)
 
     def _artifact(self, sweep_id: str, path: str, read):
+        raw = tracking.read_artifact(self.uri, sweep_id, path)
+        if raw is None:  # a sweep stored without it
+            return None
         with tempfile.TemporaryDirectory() as tmp:
-            try:
-                local = tracking.client(self.uri).download_artifacts(sweep_id, path, tmp)
-            except Exception:  # MLflow's own error for a missing artifact (a sweep stored without it)
-                return None
-            return read(local)
+            local = Path(tmp) / Path(path).name
+            local.write_bytes(raw)
+            return read(str(local))
 
     def study(self, sweep_id: str | None = None) -> Study | None:
         sweep_id = self._id(sweep_id)
         shown = f"sweep {sweep_id}: {S.STUDY_PATH}"
         # Read like a user's study: a snapshot an older farm stored may not fit this one's schema.
-        return self._artifact(sweep_id, S.STUDY_PATH,
-                              lambda path: validate_study(read_yaml_file(path, shown=shown), shown))
+        study = self._artifact(sweep_id, S.STUDY_PATH,
+                               lambda path: validate_study(read_yaml_file(path, shown=shown), shown))
+        return None if study is None else self._with_kept_reference(sweep_id, study)
+
+    def _with_kept_reference(self, sweep_id: str, study: Study) -> Study:
+        """The stored study, its reference results read from the sweep's own copy where the file it
+        names (a path of the machine the sweep ran on) is not on this one."""
+        ref = study.reference
+        if ref is None or Path(ref.results).is_file():
+            return study
+        raw = tracking.read_artifact(self.uri, sweep_id, S.REFERENCE_PATH)
+        if raw is None:  # stored before sweeps kept a copy: the report says it is missing
+            return study
+        folder = Path(tempfile.mkdtemp(prefix="farm-reference-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        copy = folder / Path(ref.results).name
+        copy.write_bytes(raw)
+        return study.model_copy(update={"reference": ref.model_copy(update={"results": str(copy)})})
 
     def _trial_list(self, sweep_id: str) -> list[dict] | None:
         return self._artifact(sweep_id, S.TRIALS_PATH, lambda path: json.loads(Path(path).read_text()))

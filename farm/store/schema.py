@@ -134,6 +134,10 @@ STUDY_ARTIFACT = "study.yaml"  # the study, secrets masked
 TRIALS_ARTIFACT = "trials.json"  # every trial of the grid, secrets masked
 STUDY_PATH = f"{SWEEP_DIR}/{STUDY_ARTIFACT}"
 TRIALS_PATH = f"{SWEEP_DIR}/{TRIALS_ARTIFACT}"
+# A copy of the study's reference results file: the report sets them beside farm's numbers on any
+# machine, not only where the sweep ran (the study names the file by that machine's path).
+REFERENCE_ARTIFACT = "reference.json"
+REFERENCE_PATH = f"{SWEEP_DIR}/{REFERENCE_ARTIFACT}"
 REPORT_DIR = "report"  # what the end of a sweep (and `farm report --out DIR`) writes:
 REPORT_MARKDOWN = "report.md"
 REPORT_RESULTS = "results.json"  # the sweep's runs as a results file (`farm analyze --results`)

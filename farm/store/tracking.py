@@ -17,12 +17,10 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from urllib.parse import urlparse
 
 import yaml
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
-from mlflow.utils.file_utils import local_file_uri_to_path
 from pydantic import ValidationError
 
 from farm.engines import get_engine
@@ -32,6 +30,7 @@ from farm.analysis.limits import effective_limits, overrides_text
 from farm.analysis.outcome import FINISHED
 from farm.analysis.results import Status, TrialResult
 from farm.secrets import redact_study, redact_trial
+from farm.store import location
 from farm.store import schema as S
 from farm.study.spec import Study
 from farm.study.trial import Trial
@@ -75,7 +74,20 @@ def start_sweep(uri: str, experiment: str, study: Study, grid: str, trials: list
         (Path(tmp) / S.STUDY_ARTIFACT).write_text(yaml.safe_dump(redact_study(study), sort_keys=False))
         (Path(tmp) / S.TRIALS_ARTIFACT).write_text(json.dumps([t.model_dump(mode="json") for t in shown], indent=1))
         c.log_artifacts(sweep_id, tmp, S.SWEEP_DIR)
+    keep_reference(uri, sweep_id, study)
     return exp_id, sweep_id
+
+
+def keep_reference(uri: str, sweep_id: str, study: Study) -> None:
+    """The study's reference results, copied beside the sweep (a sweep resumed after this was
+    added gets its copy then)."""
+    ref = study.reference
+    if ref is None or not Path(ref.results).is_file() or read_artifact(uri, sweep_id, S.REFERENCE_PATH) is not None:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / S.REFERENCE_ARTIFACT
+        copy.write_bytes(Path(ref.results).read_bytes())
+        client(uri).log_artifact(sweep_id, str(copy), S.SWEEP_DIR)
 
 
 def get_sweep(uri: str, sweep_id: str):
@@ -250,24 +262,35 @@ def drop_unfinished_runs(uri: str, sweep_id: str) -> list[str]:
     return dropped
 
 
-def _result_bytes(c: MlflowClient, run) -> bytes | None:
-    """A child run's result.json; None for a run logged without one (older schema, interrupted upload)."""
-    uri = run.info.artifact_uri or ""
-    # Only a file: URI or a bare path is on this disk; a server's proxied store is
-    # `mlflow-artifacts:/...` (one slash), which must go through the server.
-    if uri and urlparse(uri).scheme in ("", "file"):
-        # MLflow's local default: the file is on this disk; reading it skips download_artifacts'
-        # copy through a temporary directory (a quarter second a trial on 2 cores).
-        path = Path(local_file_uri_to_path(uri)) / S.RESULT_ARTIFACT
+def read_artifact(uri: str, run_id: str, path: str, artifact_uri: str | None = None) -> bytes | None:
+    """The bytes of one artifact of a run; None when it has none there.
+
+    A local store's file is read where it lies: where the run recorded it, or beside the database
+    when the store was moved from another machine (farm/store/location.py); that also skips
+    download_artifacts' copy through a temporary directory (a quarter second a trial on 2 cores).
+    A server's proxied store (`mlflow-artifacts:/...`) goes through the server."""
+    c = client(uri)
+    if artifact_uri is None:
         try:
-            return path.read_bytes()
+            artifact_uri = c.get_run(run_id).info.artifact_uri or ""
+        except Exception:  # MLflow's own error for an unknown run
+            return None
+    if location.local_path(artifact_uri) is not None:
+        folder = location.artifact_dir(uri, artifact_uri)
+        try:
+            return (folder / path).read_bytes() if folder is not None else None
         except OSError:
             return None
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            return Path(c.download_artifacts(run.info.run_id, S.RESULT_ARTIFACT, tmp)).read_bytes()
+            return Path(c.download_artifacts(run_id, path, tmp)).read_bytes()
         except Exception:  # MLflow raises its own, requests' and httpx's errors
             return None
+
+
+def _result_bytes(c: MlflowClient, run, uri: str) -> bytes | None:
+    """A child run's result.json; None for a run logged without one (older schema, interrupted upload)."""
+    return read_artifact(uri, run.info.run_id, S.RESULT_ARTIFACT, run.info.artifact_uri or "")
 
 
 def load_results(uri: str, sweep_id: str) -> list[TrialResult]:
@@ -276,7 +299,7 @@ def load_results(uri: str, sweep_id: str) -> list[TrialResult]:
     c = client(uri)
     runs = sorted(trial_runs(uri, sweep_id), key=lambda r: r.info.start_time or 0)
     with ThreadPoolExecutor(8) as pool:
-        contents = list(pool.map(lambda run: _result_bytes(c, run), runs))
+        contents = list(pool.map(lambda run: _result_bytes(c, run, uri), runs))
     by_trial: dict[str, TrialResult] = {}
     for run, raw in zip(runs, contents):
         if raw is None:

@@ -19,6 +19,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 from farm.errors import SpecError
 
 from farm.study.grid_spec import GridBlock, GridSpec
+from farm.study.trial import model_identity
 from farm.study.sections import (CapacitySpec, DataSpec, EngineSpec, FlagValue, ModelSpec, ProfileSpec, SkipUnsupported, SLOSpec,
                                  _check_accelerator, _Strict, normalize_flag_name)
 
@@ -77,6 +78,12 @@ class Study(_Strict):
         description="GPU model every GPU trial must run on, as Ray names it (e.g. 'H200'); an engine's own "
         "`accelerator_type` overrides it.",
     )
+    dummy_output_dependent: Literal["skip", "speed"] = Field(
+        default="skip",
+        description="A trial on dummy weights whose speed depends on what the model outputs (speculative "
+        "decoding): skip = recorded as not_measurable with the reason, its engine never started; speed = one "
+        "run of the primary profile alone, for its drafting overhead (never the full profiles).",
+    )
     reference: ReferenceSpec | None = Field(
         default=None, description="Results of another study to set beside farm's in the report (by trial name).")
     _source: str | None = PrivateAttr(default=None)
@@ -126,6 +133,17 @@ class Study(_Strict):
                     raise _RefError(f"models.{key}.variant_of", f"unknown model '{model.variant_of}' (the study defines: {', '.join(self.models)})")
                 if base.variant_of is not None:
                     raise _RefError(f"models.{key}.variant_of", f"'{model.variant_of}' is itself a variant; name the base model")
+        seen_local: dict[str, tuple[str, str]] = {}
+        for key, model in self.models.items():
+            # Trial ids name a local model by its directory's name (farm/study/trial.py): two
+            # directories of one name would give two different models one id.
+            identity = model_identity(model.name)
+            other = seen_local.get(identity)
+            if other is not None and other[1] != model.name:
+                raise _RefError(f"models.{key}.name", f"'{model.name}' and model '{other[0]}' ('{other[1]}') are two "
+                                f"directories of one name: farm tells local models apart by their directory's name; "
+                                f"rename one")
+            seen_local.setdefault(identity, (key, model.name))
         if self.primary_profile not in self.profiles:
             raise _RefError("primary_profile", f"unknown profile '{self.primary_profile}'")
         for gname, grid in self.grids.items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -74,11 +75,33 @@ def node_control_id(trial_id: str, node: str) -> str:
 control_of = legacy_control_of
 
 
+def model_identity(model: str) -> str:
+    """What a trial's id knows of its model: a hub id as it is; a local directory by its own name,
+    not by where it sits. A study's relative paths are resolved against the study file, so the
+    absolute path differs from one checkout or machine to the next; the id must not (a sweep
+    started on a GPU node is resumed and reported anywhere). Two local models of one study with
+    the same directory name are refused where the study is read (farm/study/spec.py)."""
+    if model.startswith(("/", "~")) or PureWindowsPath(model).drive:
+        return "local:" + (PurePosixPath(model).name or model)
+    return model
+
+
 def trial_id(engine: str, model: str, flags: dict[str, Any], weights: str = "real") -> str:
-    """Hash of what defines the server under test; port and host do not belong to it.
+    """Hash of what defines the server under test; port and host do not belong to it, nor where a
+    local model's files sit (`model_identity`).
 
     Dummy weights are another server (the same flags measure another thing); real weights leave
     the id as it always was."""
+    return _hashed_id(engine, model_identity(model), flags, weights)
+
+
+def legacy_trial_id(engine: str, model: str, flags: dict[str, Any], weights: str = "real") -> str:
+    """The id farm gave before `model_identity`: a local model's whole path in it. Sweeps stored
+    then keep their ids; `--resume` matches them to today's trials by content (farm/run/preflight.py)."""
+    return _hashed_id(engine, model, flags, weights)
+
+
+def _hashed_id(engine: str, model: str, flags: dict[str, Any], weights: str) -> str:
     key: dict[str, Any] = {"engine": engine, "model": model, "flags": flags}
     if weights != "real":
         key["weights"] = weights

@@ -74,7 +74,7 @@ def test_the_resume_command_replaces_an_earlier_resume(command, expected):
     ("sqlite:///:memory:", None),
 ])
 def test_sqlite_store_paths(uri, path):
-    from farm.run.preflight import sqlite_path
+    from farm.store.location import sqlite_path
 
     got = sqlite_path(uri)
     assert (str(got) if got else None) == path
