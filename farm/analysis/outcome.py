@@ -189,3 +189,37 @@ def lost_actor_result(*, sweep_id: str, trial: Trial, attempt: int, previous_att
     now = time.time() if now is None else now
     return TrialResult(sweep_id=sweep_id, trial=trial, status=status, reason=reason, attempt=attempt, node_id=node_id,
                        previous_attempts=list(previous_attempts), started_at=now, finished_at=now)
+
+
+# --------------------------------------------------------------------------------------
+# a trial farm does not start: what it would measure means nothing on these weights
+
+
+def not_measurable_reason(output_dependent: list[str]) -> str | None:
+    """Why a dummy-weights trial with these output-dependent flags is not run, or None.
+
+    On random weights every draft token of speculative decoding is rejected (the H200's MTP trial
+    logged `Accepted: 0 tokens` in all 74 of its acceptance lines and drafted for 18 minutes): its
+    speed is drafting overhead no real checkpoint has, and farm would never recommend it."""
+    if not output_dependent:
+        return None
+    flags = ", ".join("--" + f for f in output_dependent)
+    return (f"not measurable on dummy weights: with {flags} the speed depends on what the model outputs (accepted "
+            f"draft tokens), and random weights reject every draft token; measure it with the real checkpoint "
+            f"(or set dummy_output_dependent: speed in the study for one short run of its drafting overhead)")
+
+
+def trial_not_measurable(trial: Trial) -> str | None:
+    """Why farm does not start this trial (dummy weights with output-dependent flags), or None."""
+    if trial.weights != "dummy":
+        return None
+    from farm.engines import get_engine  # the engine knows which of its flags depend on the output
+
+    return not_measurable_reason(get_engine(trial.engine).output_dependent(trial.all_flags))
+
+
+def not_measurable_result(*, sweep_id: str, trial: Trial, reason: str, now: float | None = None) -> TrialResult:
+    """The record of a trial that was not started (`trial` with its secrets already masked)."""
+    now = time.time() if now is None else now
+    return TrialResult(sweep_id=sweep_id, trial=trial, status=Status.not_measurable, reason=reason,
+                       started_at=now, finished_at=now)

@@ -214,9 +214,18 @@ def auto_samples(results: "Results", settings: "SelectionSettings") -> tuple[dic
 # merging a later pass into its trial
 
 
-def next_repeat(result: "TrialResult") -> int:
-    """The first repeat number a later pass of this trial uses (repeats continue, never restart)."""
-    return max((r.repeat for r in result.runs), default=-1) + 1
+def next_repeat(result: "TrialResult", profile: str | None = None) -> int:
+    """The first repeat number a later pass of this trial uses on `profile` (on any, when None):
+    repeats continue, never restart."""
+    return max((r.repeat for r in result.runs if profile is None or r.profile == profile), default=-1) + 1
+
+
+def pass_trial(trial: Trial, primary: str) -> Trial:
+    """What a later pass of `--repeats auto` runs of a trial: the primary profile alone. The pass
+    plan looks at nothing else, and on a GPU the other profiles' runs would cost minutes each for
+    a decision they do not enter (its repeats there continue from the first pass's)."""
+    return trial.model_copy(update={"profiles": [primary] if primary in trial.profiles else list(trial.profiles),
+                                    "profile_repeats": {}})
 
 
 def merge_pass(previous: "TrialResult", new: "TrialResult", pass_index: int) -> "TrialResult":
@@ -226,9 +235,10 @@ def merge_pass(previous: "TrialResult", new: "TrialResult", pass_index: int) -> 
     later pass stays in the record (selection then counts it against the trial). The trial's
     status becomes the later pass's when that is worse than ok, so the failure is visible.
     """
-    offset = next_repeat(previous)
+    offset = {p: next_repeat(previous, p) for p in {r.profile for r in new.runs}}
     old = [r if r.node else r.model_copy(update={"node": previous.node}) for r in previous.runs]
-    added = [r.model_copy(update={"repeat": offset + r.repeat, "pass_index": pass_index, "node": r.node or new.node})
+    added = [r.model_copy(update={"repeat": offset[r.profile] + r.repeat, "pass_index": pass_index,
+                                  "node": r.node or new.node})
              for r in new.runs]
     runs = sorted(old + added, key=lambda r: (previous.trial.profiles.index(r.profile)
                                               if r.profile in previous.trial.profiles else len(previous.trial.profiles),

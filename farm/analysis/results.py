@@ -34,6 +34,9 @@ class Status(str, Enum):
     port_in_use = "port_in_use"
     connection_error = "connection_error"
     cancelled = "cancelled"
+    # Never started: what it would measure means nothing here (speculative decoding on random
+    # weights rejects every draft token); the reason says why and how to measure it anyway.
+    not_measurable = "not_measurable"
 
 
 # What each status means for retries, resume and a trial's status: farm/analysis/outcome.py.

@@ -23,12 +23,13 @@ from farm.run import estimate, metrics, passes
 from farm.run.ray_names import actor_name, sweep_namespace
 from farm.run.links import mlflow_run_link
 from farm.analysis import plan, schedule
-from farm.store import tracking
+from farm.store import location, tracking
 from farm.engines import get_engine
 from farm.errors import UserError
 from farm.run.jobs import client_runtime_env, is_client_address, tag_sweep_with_submission
 from farm.run.preflight import check_resume
-from farm.analysis.outcome import TRANSIENT, Lost, lost_actor_result, should_retry
+from farm.analysis.outcome import (TRANSIENT, Lost, lost_actor_result, not_measurable_result, trial_not_measurable,
+                                   should_retry)
 from farm.analysis.results import TrialResult
 from farm.secrets import redact_trial
 from farm.study.spec import EngineSpec, Study
@@ -307,8 +308,12 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             sweep_id, exp_id, done = point.sweep_id, point.experiment_id, point.finished
             # Runs of trials that will run again (cut off, lost, cancelled) go, so that each
             # trial id appears once among the sweep's child runs.
+            # A store brought from another machine: what this sweep writes next goes beside the
+            # database, where its earlier runs' artifacts now lie (farm/store/location.py).
+            location.relocate(tracking_uri)
             tracking.drop_unfinished_runs(tracking_uri, sweep_id)
             tracking.reopen_sweep(tracking_uri, sweep_id)
+            tracking.keep_reference(tracking_uri, sweep_id, study)
         else:
             exp_id, sweep_id = tracking.start_sweep(tracking_uri, experiment, study, grid, trials,
                                                     command=command, repeats=repeats)
@@ -321,6 +326,8 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         outcome = SweepOutcome(sweep_id=sweep_id, experiment_id=exp_id)
         # `only`: this call runs part of the sweep; the grid's other trials stay pending.
         todo = [t for t in trials if t.id not in done and (only is None or t.id in only)]
+        todo = _unmeasurable(study, todo, primary=study.grid_primary_profile(grid), sweep_id=sweep_id, exp_id=exp_id,
+                             tracking_uri=tracking_uri, on_event=on_event)
         outcome.skipped = [t.id for t in trials if t.id in done and (only is None or t.id in only)]
         # The baseline once more on each node able to run trials, pinned there (farm/analysis/plan.py).
         controls = [(t, node) for t, node in passes.node_controls(study, trials, ACTOR_CPUS)
@@ -364,8 +371,10 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                            items=schedule.items_of(study, [j.trial for j in jobs], measured) if scheduled else None)
             if plan.is_auto(repeats) and strategy != "halving":
                 passes.run_auto(study, grid, trials, tracking_uri=tracking_uri, sweep_id=sweep_id, make_job=make_job,
-                                run_jobs=lambda js: run_trials(js, max_in_flight=max_in_flight,
-                                                               max_retries=study.max_retries, on_event=pass_event),
+                                run_jobs=lambda js, on_result: run_trials(
+                                    js, max_in_flight=max_in_flight, max_retries=study.max_retries,
+                                    on_event=lambda k, j, r: (pass_event(k, j, r),
+                                                              on_result(r) if k == "finished" else None)),
                                 on_pass=on_pass)
         except KeyboardInterrupt:
             outcome.interrupted = True
@@ -376,6 +385,28 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         if started_ray:
             ray.shutdown()
 
+
+
+def _unmeasurable(study: Study, todo: list[Trial], *, primary: str, sweep_id: str, exp_id: str, tracking_uri: str,
+                  on_event: Callable[[str, TrialJob, TrialResult | None], None]) -> list[Trial]:
+    """What is left to start once the trials whose numbers would mean nothing are recorded as such
+    (speculative decoding on dummy weights), or cut to one run of the primary profile when the
+    study asks for their speed alone (`dummy_output_dependent: speed`)."""
+    out = []
+    for t in todo:
+        engine = get_engine(t.engine)
+        reason = trial_not_measurable(t)
+        if reason is None:
+            out.append(t)
+        elif study.dummy_output_dependent == "speed":
+            out.append(t.model_copy(update={"profiles": [primary], "profile_repeats": {}}))
+        else:
+            result = not_measurable_result(sweep_id=sweep_id, reason=reason,
+                                           trial=redact_trial(t, engine.secret_flags(study.engines[t.engine])))
+            tracking.log_trial(tracking_uri, exp_id, sweep_id, result, None)
+            on_event("finished", TrialJob(sweep_id=sweep_id, trial=t, engine_spec=study.engines[t.engine], profiles={},
+                                          repeats=1, min_success_rate=study.min_success_rate, workdir=""), result)
+    return out
 
 
 def _run_halving(study: Study, grid: str, trials: list[Trial], *, make_job, **kw):

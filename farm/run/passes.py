@@ -44,11 +44,12 @@ def node_controls(study: Study, trials: list[Trial], cpus_per_trial: float) -> l
 
 def run_auto(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str, sweep_id: str,
              make_job: Callable[[Trial, int, int], object],
-             run_jobs: Callable[[list], list[TrialResult]],
+             run_jobs: Callable[[list, Callable[[TrialResult], None]], list[TrialResult]],
              on_pass: Callable[[plan.PassPlan], None] = lambda p: None) -> list[plan.PassPlan]:
     """Later passes of `--repeats auto` until the ranking separates, the budget is spent or the
     look limit is reached. `make_job(trial, repeats, pass_index)` builds a job that does not log
-    itself; `run_jobs` runs jobs (the driver's `run_trials`). Returns the plans, the last one done."""
+    itself; `run_jobs(jobs, on_result)` runs jobs (the driver's `run_trials`), handing each
+    final result to `on_result` as its trial ends. Returns the plans, the last one done."""
 
     by_id = {t.id: t for t in trials}
     plans: list[plan.PassPlan] = []
@@ -66,7 +67,8 @@ def run_auto(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str,
         samples, complexity, baseline = plan.auto_samples(records, settings)
         runs = [run for r in stored for run in r.runs]
         first = sum(1 for run in runs if run.pass_index == 1)
-        p = plan.next_pass(samples, cost_per_repeat={r.trial.id: len(r.trial.profiles) for r in stored},
+        # A later pass runs the primary profile alone (plan.pass_trial): one run a repeat.
+        p = plan.next_pass(samples, cost_per_repeat={r.trial.id: 1 for r in stored},
                            passes_done=max((run.pass_index for run in runs), default=1), spent=len(runs),
                            budget=plan.default_budget(study.max_runs, first), baseline=baseline,
                            complexity=complexity, alpha=settings.alpha)
@@ -76,17 +78,23 @@ def run_auto(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str,
             return plans
         previous = {r.trial.id: r for r in stored}
         run_ids = tracking.trial_run_ids(tracking_uri, sweep_id)
-        jobs = [make_job(by_id[t], p.repeats, p.pass_index) for t in p.trials if t in by_id]
-        appended = 0
-        for new in run_jobs(jobs):
+        primary = study.grid_primary_profile(grid)
+        jobs = [make_job(plan.pass_trial(by_id[t], primary), p.repeats, p.pass_index) for t in p.trials if t in by_id]
+        appended: list[str] = []
+
+        def append(new: TrialResult, pass_index: int = p.pass_index) -> None:
+            # Each trial's pass is stored as soon as it ends: a machine lost mid-pass (a GPU lease
+            # ending) costs the trial in flight, not the pass's trials before it.
             tid = new.trial.id
             if not new.runs or new.status in TRANSIENT or new.status == Status.cancelled or tid not in run_ids:
-                continue  # nothing measured (or nowhere to put it): the trial keeps what it had
-            merged = plan.merge_pass(previous[tid], new, p.pass_index)
-            tracking.append_pass(tracking_uri, run_ids[tid], merged, new, p.pass_index,
+                return  # nothing measured (or nowhere to put it): the trial keeps what it had
+            merged = plan.merge_pass(previous[tid], new, pass_index)
+            tracking.append_pass(tracking_uri, run_ids[tid], merged, new, pass_index,
                                  Path(new.artifacts_dir) if new.artifacts_dir else None)
-            appended += 1
-        if appended == 0:
+            appended.append(tid)
+
+        run_jobs(jobs, append)
+        if not appended:
             stop = plan.PassPlan(done=True, reason=f"pass {p.pass_index} measured nothing", pass_index=p.pass_index,
                                  spent=p.spent, budget=p.budget)
             on_pass(stop)

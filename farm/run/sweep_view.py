@@ -15,7 +15,7 @@ from rich.text import Text
 from farm.engines import get_engine
 from farm.engines.base import redact_args
 from farm.analysis import capacity
-from farm.analysis.outcome import LOG_EXPLAINS, success_floor
+from farm.analysis.outcome import LOG_EXPLAINS, success_floor, trial_not_measurable
 from farm.run import terminal
 from farm.run.links import mlflow_run_link
 from farm.run.terminal import console
@@ -92,6 +92,9 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "nor
         print(f"  {commands[t.id]}")
         if fits.get(t.id) is not None:
             print(f"  {fit_line(fits[t.id])}")
+        if (why := trial_not_measurable(t)) is not None:
+            print(f"  not started: {why}" if study.dummy_output_dependent == "skip" else
+                  f"  one run of {study.grid_primary_profile(grid)} alone (dummy_output_dependent: speed)")
 
 
 def _primary_tps(result: TrialResult, profile: str) -> float | None:

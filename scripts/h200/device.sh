@@ -3,7 +3,8 @@
 # machine while it stays warm (its /tmp lives as long as the machine).
 #
 #   bash scripts/h200/device.sh stage            # copy the carried bundle parts into /tmp (one call per ~56 MiB)
-#   bash scripts/h200/device.sh run SECONDS      # install what is complete, start (or keep) the sweep, wait
+#   bash scripts/h200/device.sh run SECONDS      # install what is complete, start (or keep) the sweep, wait;
+#                                                # the call ends SECONDS after it began (keep it under 580)
 #   FARM_H200_GRID=sglang bash scripts/h200/device.sh run SECONDS   # the SGLang grid (engine-sglang bundle)
 #   FARM_H200_GRID=sglang bash scripts/h200/device.sh start-only TRIAL  # one trial's engine start, no runs
 #   FARM_H200_GRID=tp bash scripts/h200/device.sh run SECONDS      # nvidia-h200-x2: TP 1/2, DP 2, EP (bench/h200-x2/)
@@ -23,6 +24,7 @@
 # and the engines' logs under $OUT: a lost machine costs the trial in flight, never the trials
 # before it. A store brought back (.h200/store.tgz, carried) is resumed by the next machine.
 set -euo pipefail
+CALL_T0=$(date +%s)   # `run N` ends N seconds after the call began, installs and snapshot included
 B=${FARM_H200_DIR:-/tmp/farm-h200}
 REPO=$(pwd)
 mkdir -p "$B"/bundles "$B"/tree "$B"/store "$B"/cache "$B"/runs
@@ -143,9 +145,10 @@ run() {
     echo $! > "$B/job.pid"
     echo "sweep started (pid $!)"
   fi
-  start=$(date +%s)
+  # The snapshot takes ~15 s; the rest of the N seconds is waiting (installs counted in).
+  deadline=$(( CALL_T0 + wait_s - 15 ))
   seen=$(grep -c "^\[" "$B/sweep.log" 2>/dev/null || true)
-  while kill -0 "$(cat "$B/job.pid")" 2>/dev/null && [ $(( $(date +%s) - start )) -lt "$wait_s" ]; do
+  while kill -0 "$(cat "$B/job.pid")" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do
     sleep 10
     # Back early when a trial failed or the driver broke: the next call can change course.
     if grep -qE "Traceback|engine_failed_to_start|invalid_flags|^error:" "$B/sweep.log" 2>/dev/null \

@@ -55,7 +55,10 @@ if [ -n "${FARM_H200_NEXT:-}" ]; then
   next=(); for t in $FARM_H200_NEXT; do next+=(--trial "$t"); done
   farm sweep "${common[@]}" --resume "$(cat "$idfile")" "${next[@]}"
 fi
-farm sweep "${common[@]}" --resume "$(cat "$idfile")"
+# FARM_H200_RESUME_ARGS="--repeats auto --run-budget N": options of this resume, e.g. the later
+# passes of --repeats auto on the primary profile for the trials whose intervals still overlap.
+# shellcheck disable=SC2086
+farm sweep "${common[@]}" --resume "$(cat "$idfile")" ${FARM_H200_RESUME_ARGS:-}
 suffix=""; [ "$grid" = seed ] || suffix="-$grid"
 farm report "$(cat "$idfile")" --tracking-uri "sqlite:///$B/store/mlflow.db" --format markdown --out "$B/store/report$suffix" \
   > "$B/store/report$suffix.md"

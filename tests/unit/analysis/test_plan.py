@@ -127,3 +127,22 @@ def test_a_failed_later_pass_shows_in_the_trials_status():
     bad = _result([0], "n2", Status.oom).model_copy(update={"reason": "CUDA out of memory"})
     merged = plan.merge_pass(_result([0, 1, 2], "n1"), bad, pass_index=2)
     assert merged.status == Status.oom and merged.reason == "pass 2: CUDA out of memory"
+
+
+def test_a_later_pass_runs_the_primary_profile_alone_and_its_repeats_continue_there():
+    first = _result([0], "n1")
+    first = first.model_copy(update={"runs": first.runs + [
+        ProfileRun(profile="q", repeat=r, status=Status.ok, metrics=_metrics(100)) for r in (1, 2)]})
+    later = plan.pass_trial(first.trial, "p")
+    assert later.profiles == ["p"] and later.id == first.trial.id
+    new = TrialResult(sweep_id="s", trial=later, status=Status.ok, node="n2", runs=[
+        ProfileRun(profile="p", repeat=r, status=Status.ok, metrics=_metrics(200)) for r in (0, 1)])
+    merged = plan.merge_pass(first, new, pass_index=2)
+    assert [(r.repeat, r.pass_index) for r in merged.runs if r.profile == "p"] == [(0, 1), (1, 2), (2, 2)]
+    assert [r.repeat for r in merged.runs if r.profile == "q"] == [0, 1, 2]  # untouched by the pass
+    assert merged.trial.profiles == ["p", "q"]  # the trial is still the whole trial
+
+
+def test_a_pass_of_a_trial_without_the_primary_profile_keeps_its_own():
+    trial = Trial(id="mock-1", engine="mock", model_key="tiny", model="tiny", profiles=["q"])
+    assert plan.pass_trial(trial, "p").profiles == ["q"]
