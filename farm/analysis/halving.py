@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from farm.analysis.results import TrialResult
+from farm.analysis.results import HeldSpan, TrialResult
 from farm.analysis.stats import relative_difference
 from farm.study.repeats import FAMILY_ALPHA
 from farm.study.spec import Study
@@ -375,8 +375,12 @@ def merge_rung(previous: TrialResult, new: TrialResult, rung: Rung) -> TrialResu
         walls["1"] = previous.finished_at - previous.started_at
     if new.started_at is not None and new.finished_at is not None:
         walls[str(rung.index)] = new.finished_at - new.started_at
+    spans = previous.held_spans()
+    if new.started_at is not None and new.finished_at is not None:
+        spans.append(HeldSpan(pass_index=rung.index, started_at=new.started_at, finished_at=new.finished_at,
+                              node=new.node))
     profiles = list(previous.trial.profiles) + [p for p in new.trial.profiles if p not in previous.trial.profiles]
-    update = {"runs": previous.runs + added, "finished_at": new.finished_at or previous.finished_at,
+    update = {"runs": previous.runs + added, "finished_at": new.finished_at or previous.finished_at, "spans": spans,
               "trial": previous.trial.model_copy(update={"profiles": profiles}),
               "engine_reported": {**previous.engine_reported, **new.engine_reported, WALL_KEY: walls}}
     if new.status.value != "ok":

@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from farm.analysis.records import Results
-from farm.analysis.results import Status, TrialResult
+from farm.analysis.results import HeldSpan, Status, TrialResult
 from farm.analysis.select import SelectionSettings, build_table, complexity_of, find_baseline
 from farm.analysis.stats import compare_winner, needs_more_runs
 # What `repeats` means and how node controls are named live with the study (the grid asks too);
@@ -243,7 +243,11 @@ def merge_pass(previous: "TrialResult", new: "TrialResult", pass_index: int) -> 
     runs = sorted(old + added, key=lambda r: (previous.trial.profiles.index(r.profile)
                                               if r.profile in previous.trial.profiles else len(previous.trial.profiles),
                                               r.repeat))
-    update = {"runs": runs, "finished_at": new.finished_at or previous.finished_at}
+    spans = previous.held_spans()
+    if new.started_at is not None and new.finished_at is not None:
+        spans.append(HeldSpan(pass_index=pass_index, started_at=new.started_at, finished_at=new.finished_at,
+                              node=new.node))
+    update = {"runs": runs, "finished_at": new.finished_at or previous.finished_at, "spans": spans}
     if previous.status == Status.ok and new.status != Status.ok:
         update.update(status=new.status, reason=f"pass {pass_index}: {new.reason or new.status.value}")
     return previous.model_copy(update=update)

@@ -565,7 +565,7 @@ def provenance_of(tr: "TrialResult", started_at: float | None, finished_at: floa
         engine_start_s=float(start) if isinstance(start, (int, float)) else None,
         engine_start_cold=(not cold) if isinstance(cold, bool) else reported.get("compile_cache_cold"),
         started_at=when,
-        trial_wall_s=_rungs_wall(reported) or _seconds(tr.started_at, tr.finished_at),
+        trial_wall_s=_rungs_wall(reported) or tr.held_seconds,
         warmup_s=round(sum(w.seconds for w in tr.warmup_runs), 2) if tr.warmup_runs else None,
         run_wall_s=_seconds(started_at, finished_at),
     )

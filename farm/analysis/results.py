@@ -121,6 +121,24 @@ class WarmupRun(BaseModel):
     reason: str | None = None
 
 
+class HeldSpan(BaseModel):
+    """One time a trial held its GPUs: its first pass, or a later pass (or rung) on a fresh engine."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pass_index: int = Field(ge=1)
+    started_at: float
+    finished_at: float
+    node: str | None = None
+    engine_start_recorded: bool = Field(
+        default=True, description="False for a span read back from its runs' own times (a pass stored before "
+        "spans were): the engine's start before its first run is then not in it.")
+
+    @property
+    def seconds(self) -> float:
+        return max(self.finished_at - self.started_at, 0.0)
+
+
 class TrialResult(BaseModel):
     """Everything one trial produced: its status, the exact command, versions, node and every run."""
 
@@ -155,9 +173,39 @@ class TrialResult(BaseModel):
     engine_reported: dict[str, Any] = Field(default_factory=dict, description="What the engine says it got (KV capacity, ...).")
     log_tail: str = ""
     artifacts_dir: str | None = None
+    spans: list[HeldSpan] = Field(
+        default_factory=list, description="Each time the trial held its GPUs, once it ran more than once (later "
+        "passes of --repeats auto, halving rungs); empty: one span, started_at to finished_at.")
 
     def runs_of(self, profile: str) -> list[ProfileRun]:
         return [r for r in self.runs if r.profile == profile]
+
+    def held_spans(self) -> list[HeldSpan]:
+        """Each time the trial held its GPUs. A result merged before spans were recorded has its
+        later passes' spans read from their runs' own times (flagged: no engine start in them),
+        and its first pass's from its start to the last first-pass run's end."""
+        if self.spans:
+            return list(self.spans)
+        if self.started_at is None or self.finished_at is None or self.status == Status.not_measurable:
+            return []  # never started
+        later = sorted({r.pass_index for r in self.runs if r.pass_index > 1})
+        if not later:
+            return [HeldSpan(pass_index=1, started_at=self.started_at, finished_at=self.finished_at, node=self.node)]
+        out = []
+        for index in [1, *later]:
+            runs = [r for r in self.runs if r.pass_index == index and r.started_at and r.finished_at]
+            if not runs:
+                continue
+            start = self.started_at if index == 1 else min(r.started_at for r in runs)
+            out.append(HeldSpan(pass_index=index, started_at=start, finished_at=max(r.finished_at for r in runs),
+                                node=runs[0].node or self.node, engine_start_recorded=index == 1))
+        return out
+
+    @property
+    def held_seconds(self) -> float | None:
+        """Seconds the trial held its GPUs in all (the sum of its spans), None when not recorded."""
+        spans = self.held_spans()
+        return round(sum(s.seconds for s in spans), 2) if spans else None
 
 
 # --------------------------------------------------------------------------------------

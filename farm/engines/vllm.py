@@ -159,8 +159,13 @@ class VLLMEngine(Engine):
     # or performance-mode's own) compiled cold on the H200 after another had warmed the cache
     # (bench/h200/README.md); dtype, quantization, the parallel layout and the draft model change
     # the graph; prefix caching, sequence limits and memory fractions do not.
+    # enable-prefix-caching: on a hybrid model (Qwen3.5's Gated DeltaNet layers) it sets the mamba
+    # cache to 'align' mode, which changes the compiled graph: on the H200, step1 (FP8) started
+    # right after step2 (FP8 + prefix caching) compiled cold into another cache directory
+    # (bench/h200/engine-logs/vllm-0.20.2-fp8-dummy-pass2-after-fp8-prefix-start.log).
     compile_flags: ClassVar[frozenset[str] | None] = frozenset({
         "dtype", "quantization", "kv-cache-dtype", "max-num-batched-tokens", "performance-mode", "max-model-len",
+        "enable-prefix-caching",
         "tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size", "enable-expert-parallel",
         "enforce-eager", "max-cudagraph-capture-size", "compilation-config", "speculative-config",
         "attention-backend", "gdn-prefill-backend", "language-model-only", "tp", "pp", "dp"})

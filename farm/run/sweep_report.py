@@ -82,8 +82,7 @@ def build_from_records(study: Study, grid: str | None, records: Results, outdir:
 
 def gpu_hours(results: list[TrialResult]) -> float:
     """GPU-hours the sweep's trials held: GPUs x (end - start) of each final attempt."""
-    return sum(r.trial.gpus * max(0.0, r.finished_at - r.started_at) for r in results
-               if r.started_at and r.finished_at) / 3600
+    return sum(r.trial.gpus * (r.held_seconds or 0.0) for r in results) / 3600
 
 
 def summary_metrics(report: Report, hours: float | None) -> dict[str, float]:

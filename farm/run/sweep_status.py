@@ -16,7 +16,7 @@ from farm.store.mlflow_store import MlflowStore
 from farm.store.schema import SWEEP_RUNNING
 from farm.run.ray_names import sweep_namespace
 
-STATES = ("done", "failed", "running", "pending")
+STATES = ("done", "failed", "not measurable", "running", "pending")
 KEY = "SWEEP_ID"
 
 
@@ -24,7 +24,7 @@ KEY = "SWEEP_ID"
 class TrialState:
     id: str
     label: str
-    state: str  # done | failed | running | pending
+    state: str  # done | failed | not measurable (never started: farm/analysis/outcome.py) | running | pending
     status: str | None = None  # farm's result status of a finished trial
     detail: str = ""
 
@@ -79,8 +79,9 @@ def sweep_status(uri: str, sweep_id: str | None = None, *, address: str | None =
             out.ray_note = "running trials are counted as pending without --address (the Ray dashboard or 'auto')"
     for trial in store.trials(sweep_id):
         if trial.finished:
-            state = "done" if trial.status == Status.ok.value else "failed"
-            detail = (trial.reason or "")[:200] if state == "failed" else ""
+            state = ("done" if trial.status == Status.ok.value else
+                     "not measurable" if trial.status == Status.not_measurable.value else "failed")
+            detail = (trial.reason or "")[:200] if state != "done" else ""
             out.trials.append(TrialState(trial.id, trial.label, state, trial.status, detail))
         elif trial.id in running:
             out.trials.append(TrialState(trial.id, trial.label, "running", trial.status, running[trial.id]))
@@ -93,11 +94,12 @@ def sweep_status(uri: str, sweep_id: str | None = None, *, address: str | None =
 def render(st: SweepStatus) -> str:
     c = st.counts()
     lines = [f"sweep {st.sweep_id} ({st.name}): {st.status}",
-             f"trials: {len(st.trials)} - {c['done']} done, {c['failed']} failed, {c['running']} running, "
-             f"{c['pending']} pending"]
+             f"trials: {len(st.trials)} - {c['done']} done, {c['failed']} failed, "
+             + (f"{c['not measurable']} not measurable, " if c["not measurable"] else "")
+             + f"{c['running']} running, {c['pending']} pending"]
     if st.ray_note:
         lines.append(f"note: {st.ray_note}")
-    order = {s: i for i, s in enumerate(("running", "failed", "pending", "done"))}
+    order = {s: i for i, s in enumerate(("running", "failed", "not measurable", "pending", "done"))}
     for t in sorted(st.trials, key=lambda t: order[t.state]):
         extra = f"  {t.detail}" if t.detail else ""
         status = f" ({t.status})" if t.status and t.state != "pending" else ""

@@ -71,3 +71,37 @@ def test_the_version_line_of_the_h200_log():
     assert "version 0.20.2" in BF16.read_text()
     assert vllm.parse_version("INFO 12-01 09:22:41 [__init__.py:216] Automatically detected platform cuda.\n0.20.2\n") \
         == "0.20.2"
+
+
+# The H200's second sitting of 2026-12-02: step2 (FP8 + prefix caching), then step1 (FP8) on the
+# same machine with the same node cache. vLLM put them in different compile-cache directories and
+# compiled step1 cold: farm's compile groups must tell them apart (the scheduler and the estimate
+# count a warm start for a group's second trial).
+PASS2_STEP2 = LOGS / "vllm-0.20.2-fp8-prefix-dummy-pass2-fresh-machine-start.log"
+PASS2_STEP1 = LOGS / "vllm-0.20.2-fp8-dummy-pass2-after-fp8-prefix-start.log"
+
+
+def _compile_dir(log: Path) -> str:
+    import re
+
+    return re.search(r"torch_compile_cache/([0-9a-f]+)/", log.read_text()).group(1)
+
+
+def _flags(command: Path) -> dict:
+    argv = command.read_text().split()
+    serve = argv.index("serve")
+    out = {}
+    for arg in argv[serve + 2:]:
+        key, _, value = arg.removeprefix("--").partition("=")
+        if key not in ("host", "port"):
+            out[key] = value or True
+    return out
+
+
+def test_prefix_caching_is_its_own_compile_group_as_vllm_compiled_it():
+    assert _compile_dir(PASS2_STEP2) != _compile_dir(PASS2_STEP1)
+    assert "Compiling a graph for compile range (1, 8192)" in PASS2_STEP1.read_text()  # cold, not loaded
+    step2 = _flags(PASS2_STEP2.with_name(PASS2_STEP2.name.replace(".log", ".command.txt")))
+    step1 = _flags(PASS2_STEP1.with_name(PASS2_STEP1.name.replace(".log", ".command.txt")))
+    assert step2.pop("enable-prefix-caching") is True and step1 == step2  # the one flag between them
+    assert vllm.compile_key("m", {**step2, "enable-prefix-caching": True}) != vllm.compile_key("m", step1)

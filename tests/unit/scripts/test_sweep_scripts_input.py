@@ -55,11 +55,11 @@ def test_a_missing_store_is_one_line_and_is_not_created(script, tmp_path):
 
 def test_the_committed_h200_sweep_gives_the_quoted_efficiency(store, tmp_path):
     """What the script prints of the committed store holds together (each sitting's efficiency is
-    its ideal over its makespan, the sittings hold every timed trial), and every figure the H200
+    its ideal over its makespan, the sittings hold every span of GPU use), and every figure the H200
     README quotes from it is one the script prints."""
     proc = _run("makespan", H200_SWEEP, f"sqlite:///{store / 'mlflow.db'}", tmp_path)
     assert proc.returncode == 0, proc.stderr
-    head = re.search(r"(\d+) with start and end times", proc.stdout)
+    head = re.search(r"(\d+) span\(s\) of GPU use", proc.stdout)
     sittings = [line.split() for line in proc.stdout.splitlines() if line.strip()[:1].isdigit()]
     assert head and sittings, proc.stdout
     for _, _, makespan, ideal, efficiency, _ in sittings:
@@ -67,7 +67,7 @@ def test_the_committed_h200_sweep_gives_the_quoted_efficiency(store, tmp_path):
     assert sum(int(s[1]) for s in sittings) == int(head.group(1))
     printed = {(int(s[2]), int(s[3]), s[4]) for s in sittings}
     readme = " ".join((REPO / "bench/h200/README.md").read_text().split())
-    quoted = re.findall(r"([\d,]+) s makespan against ([\d,]+) s ideal, efficiency ([\d.]+)", readme)
+    quoted = re.findall(r"([\d,]+) s makespan against ([\d,]+) s ideal, efficiency (\d\.\d\d)", readme)
     assert quoted
     for makespan, ideal, efficiency in quoted:
         assert (int(makespan.replace(",", "")), int(ideal.replace(",", "")), efficiency) in printed
