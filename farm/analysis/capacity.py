@@ -76,12 +76,10 @@ class Point:
 def slo_misses(metrics: Mapping[str, float], slo: SLOSpec, floor: float) -> list[Miss]:
     """The limits of `slo` one run's metrics break (`floor`: the success rate required)."""
     out = []
-    for name, limit, label in (("ttft_p95_ms", slo.ttft_p95_ms_max, "P95 TTFT"),
-                               ("tpot_mean_ms", slo.tpot_mean_ms_max, "mean TPOT")):
-        if limit is not None:
-            value = metrics.get(name)
-            if value is None or value > limit:
-                out.append(Miss(label, value, limit, "ms"))
+    for name, limit, label in slo.latency_limits():
+        value = metrics.get(name)
+        if value is None or value > limit:
+            out.append(Miss(label, value, limit, "ms"))
     rate = metrics.get("success_rate")
     if rate is None or rate < floor:
         out.append(Miss("success rate", rate, floor, "%", higher_is_worse=False))

@@ -25,7 +25,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Str
                       field_validator)
 
 from farm.analysis.limits import EffectiveLimits, effective_limits
-from farm.analysis.results import Status, TrialResult
+from farm.analysis.results import Status, TrialResult, migrate_tpot
 from farm.engines import get_engine
 from farm.engines.base import parse_cli_flags, render_flags
 from farm.errors import UserError, key_path
@@ -33,7 +33,7 @@ from farm.secrets import redact_flags
 from farm.study.spec import CapacitySpec, EngineSpec, Study
 from farm.study.trial import legacy_control_of
 
-RESULTS_FORMAT_VERSION = 1
+RESULTS_FORMAT_VERSION = 2  # 2: TPOT as the field means it (farm/analysis/definitions.py)
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -358,6 +358,8 @@ def results_from_data(data: Any, source: str) -> Results:
         if run.id in seen_ids:
             raise UserError(f"duplicate run id '{run.id}' (first at runs[{seen_ids[run.id]}])", file=source, key=f"runs[{i}].id")
         seen_ids[run.id] = i
+        if parsed.schema_version == 1:  # farm's own file before TPOT took the field's definition
+            run = run.model_copy(update={"metrics": migrate_tpot(run.metrics)})
         metrics = _check_run(run, i, profiles, source)
         flags = parse_cli_flags(run.flags)
         key = config_key(run.engine, run.model, flags)

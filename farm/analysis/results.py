@@ -13,11 +13,13 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from farm.study.trial import Trial
 
-SCHEMA_VERSION = 1
+# 2: `tpot_*` became the field's TPOT (guidellm's inter-token latency); guidellm's own figure,
+# latency over all output tokens, is `latency_per_output_token_*` (farm/analysis/definitions.py).
+SCHEMA_VERSION = 2
 
 
 class Status(str, Enum):
@@ -71,10 +73,19 @@ class RunMetrics(BaseModel):
     ttft_median_ms: float | None = None
     ttft_p95_ms: float | None = None
     ttft_p99_ms: float | None = None
+    # TPOT as vLLM, SGLang and AIPerf mean it: per request, (latency - TTFT) / (output tokens - 1),
+    # the time per token after the first (farm/analysis/definitions.py). guidellm calls it
+    # inter_token_latency_ms and weighs each request by its output tokens - 1.
     tpot_mean_ms: float | None = None
     tpot_median_ms: float | None = None
     tpot_p95_ms: float | None = None
     tpot_p99_ms: float | None = None
+    # guidellm's time_per_output_token_ms: the request's latency over all its output tokens, the
+    # first one included; not TPOT as the field means it.
+    latency_per_output_token_mean_ms: float | None = None
+    latency_per_output_token_median_ms: float | None = None
+    latency_per_output_token_p95_ms: float | None = None
+    latency_per_output_token_p99_ms: float | None = None
     itl_mean_ms: float | None = None
     itl_median_ms: float | None = None
     itl_p95_ms: float | None = None
@@ -119,6 +130,21 @@ class WarmupRun(BaseModel):
     seconds: float
     ok: bool
     reason: str | None = None
+
+
+def migrate_tpot(metrics: Any) -> Any:
+    """A run's metrics as farm stored them before schema 2: their `tpot_*` were guidellm's latency
+    per output token (first token included); the field's TPOT is what they stored as `itl_*`."""
+    if not isinstance(metrics, dict) or "latency_per_output_token_mean_ms" in metrics:
+        return metrics
+    out = dict(metrics)
+    for stat in ("mean", "median", "p95", "p99"):
+        old = out.pop(f"tpot_{stat}_ms", None)
+        if old is not None:
+            out[f"latency_per_output_token_{stat}_ms"] = old
+        if out.get(f"itl_{stat}_ms") is not None:
+            out[f"tpot_{stat}_ms"] = out[f"itl_{stat}_ms"]
+    return out
 
 
 class HeldSpan(BaseModel):
@@ -173,6 +199,16 @@ class TrialResult(BaseModel):
     engine_reported: dict[str, Any] = Field(default_factory=dict, description="What the engine says it got (KV capacity, ...).")
     log_tail: str = ""
     artifacts_dir: str | None = None
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_before_field_tpot(cls, data: Any) -> Any:
+        # Stored results always say their schema; one built in code is of this one.
+        if isinstance(data, dict) and isinstance(data.get("schema_version"), int) and data["schema_version"] < 2:
+            data = {**data, "schema_version": SCHEMA_VERSION,
+                    "runs": [{**r, "metrics": migrate_tpot(r.get("metrics"))} if isinstance(r, dict) else r
+                             for r in data.get("runs") or []]}
+        return data
+
     spans: list[HeldSpan] = Field(
         default_factory=list, description="Each time the trial held its GPUs, once it ran more than once (later "
         "passes of --repeats auto, halving rungs); empty: one span, started_at to finished_at.")
@@ -270,10 +306,14 @@ def parse_benchmark(bench: dict, total_requests: int | None = None) -> RunMetric
         ttft_median_ms=_stat(m, "time_to_first_token_ms", "median"),
         ttft_p95_ms=_stat(m, "time_to_first_token_ms", "p95"),
         ttft_p99_ms=_stat(m, "time_to_first_token_ms", "p99"),
-        tpot_mean_ms=_stat(m, "time_per_output_token_ms", "mean"),
-        tpot_median_ms=_stat(m, "time_per_output_token_ms", "median"),
-        tpot_p95_ms=_stat(m, "time_per_output_token_ms", "p95"),
-        tpot_p99_ms=_stat(m, "time_per_output_token_ms", "p99"),
+        tpot_mean_ms=_stat(m, "inter_token_latency_ms", "mean"),
+        tpot_median_ms=_stat(m, "inter_token_latency_ms", "median"),
+        tpot_p95_ms=_stat(m, "inter_token_latency_ms", "p95"),
+        tpot_p99_ms=_stat(m, "inter_token_latency_ms", "p99"),
+        latency_per_output_token_mean_ms=_stat(m, "time_per_output_token_ms", "mean"),
+        latency_per_output_token_median_ms=_stat(m, "time_per_output_token_ms", "median"),
+        latency_per_output_token_p95_ms=_stat(m, "time_per_output_token_ms", "p95"),
+        latency_per_output_token_p99_ms=_stat(m, "time_per_output_token_ms", "p99"),
         itl_mean_ms=_stat(m, "inter_token_latency_ms", "mean"),
         itl_median_ms=_stat(m, "inter_token_latency_ms", "median"),
         itl_p95_ms=_stat(m, "inter_token_latency_ms", "p95"),

@@ -19,7 +19,7 @@ from farm.analysis.select import (
     select,
     settings_for,
 )
-from farm.report.checks import check_warnings
+from farm.report.checks import check_warnings, peak_note
 from farm.report.models import Report
 from farm.report.rates import rate_analysis
 from farm.study.spec import Study
@@ -38,7 +38,8 @@ def build_report(results: Results, settings: SelectionSettings, strategy: str = 
     models = ", ".join(dict.fromkeys(r.model for r in results.records))
     return Report(title=f"Throughput optimization of {models}", selection=selection, warnings=warnings,
                   rate_analysis=rate, results=results, gpu_time=gpu_time(results),
-                  slo={p: slo_text(spec) for p, spec in settings.slo.items()})
+                  slo={p: slo_text(spec) for p, spec in settings.slo.items()},
+                  notes=[n for n in (peak_note(results),) if n])
 
 
 def slo_text(slo) -> str:
@@ -47,6 +48,8 @@ def slo_text(slo) -> str:
         parts.append(f"P95 TTFT <= {slo.ttft_p95_ms_max:g} ms")
     if slo.tpot_mean_ms_max is not None:
         parts.append(f"mean TPOT <= {slo.tpot_mean_ms_max:g} ms")
+    if slo.latency_per_output_token_mean_ms_max is not None:
+        parts.append(f"mean latency per output token <= {slo.latency_per_output_token_mean_ms_max:g} ms")
     if slo.min_success_rate is not None:
         parts.append(f"success rate >= {pct_text(slo.min_success_rate)}")
     return ", ".join(parts) + (" (mean over the repeats); also guidellm goodput" if slo.goodput else " (mean over the repeats)")

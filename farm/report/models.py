@@ -16,10 +16,10 @@ from farm.analysis.select import (
 
 # Thresholds of the checks (issue 3, point 6).
 RATE_TOLERANCE = 0.02      # recorded vs recomputed token rate
-TPOT_TOLERANCE = 0.25      # mean TPOT vs what mean latency and TTFT imply
+TPOT_TOLERANCE = 0.15      # mean TPOT vs what mean latency and TTFT imply (H200 runs: within 0.01 %; the mock: 4 %)
 PEAK_FACTOR = 10.0         # peak output rate vs mean output rate
 
-WARNING_CODES = ("rate_mismatch", "tpot_inconsistent", "peak_implausible", "itl_zero", "single_run",
+WARNING_CODES = ("rate_mismatch", "tpot_inconsistent", "itl_zero", "single_run",
                  "local_optimum", "no_baseline", "knob_overridden")
 # Checks of the evidence itself (issue 7): differences the data cannot separate, a recommendation
 # whose gain over the baseline is not significant, nodes that differ, knobs tried only up to an edge.
@@ -107,3 +107,5 @@ class Report(_Strict):
                                        description="Each halving sweep's: what each rung spent, why each trial stopped.")
     memory_fit: list[MemoryFitNote] = Field(default_factory=list,
                                             description="Each sweep's predicted vs reported KV-cache tokens, per trial.")
+    notes: list[str] = Field(default_factory=list, description="What the reader should know that is no anomaly "
+                             "(guidellm's windowed peak rate): said once, not per run.")

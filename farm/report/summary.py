@@ -96,7 +96,7 @@ def profile_numbers(report: Report) -> dict[str, dict[str, dict[str, float]]]:
 
 # Warnings about single runs: grouped as "N of M runs"; their `size` unit for the worst case.
 _RUN_CODES = {"rate_mismatch": "{:.1f} % apart", "tpot_inconsistent": "{:.0f} % apart",
-              "peak_implausible": "{:,.0f} x the mean", "itl_zero": None}
+              "itl_zero": None}
 
 
 def warning_groups(report: Report) -> list[str]:

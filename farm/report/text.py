@@ -6,6 +6,7 @@ import json
 import shlex
 from typing import Any, Callable
 
+from farm.analysis.definitions import definitions_table
 from farm.analysis.limits import overrides_text
 from farm.analysis.plan import AUTO_MAX_PASSES
 from farm.analysis.records import RunRecord
@@ -55,6 +56,8 @@ def report_json(report: Report) -> dict[str, Any]:
         "engine_matchups": [m.model_dump() for m in sel.engine_matchups],
         "steps": [s.model_dump() for s in sel.steps],
         "warnings": [w.model_dump(include={"code", "trial", "profile", "message"}) for w in report.warnings],
+        "notes": list(report.notes),
+        "definitions": [{"name": n, "keys": k, "meaning": m, "source": src} for n, k, m, src in definitions_table()],
         "rate_analysis": report.rate_analysis.model_dump() if report.rate_analysis else None,
         "gpu_time": report.gpu_time.model_dump() if report.gpu_time else None,
         # issue 7: the evidence behind the recommendation
@@ -319,8 +322,20 @@ def _nodes(doc: _Doc, report: Report) -> None:
     doc.p("Nodes differ significantly." if nodes.effect else "No significant difference between nodes.")
 
 
+def _definitions(doc: _Doc, report: Report) -> None:
+    """What TTFT, TPOT and the rest mean here, once, near the top (farm/analysis/definitions.py)."""
+    doc.h("How the numbers are defined")
+    doc.p("TPOT is the time per output token after the first, (latency - TTFT) / (output tokens - 1), as vLLM's "
+          "`bench serve`, SGLang's `bench_serving` and AIPerf define it; guidellm's own \"time per output token\" "
+          "(latency over all output tokens, first included) is reported apart as latency per output token.")
+    doc.table(["Number", "Keys", "Meaning", "Measured by"], definitions_table())
+
+
 def _checks(doc: _Doc, report: Report) -> None:
     doc.h("Checks")
+    if report.notes:
+        doc.p("Notes (not anomalies):")
+        doc.items(report.notes)
     if not report.warnings:
         doc.p("No check failed.")
         return
@@ -573,7 +588,7 @@ def render(report: Report, fmt: str = "text") -> str:
         raise UserError(f"unknown report format '{fmt}' (text, markdown, json)", key="--format")
     doc = _Doc(markdown=fmt == "markdown")
     doc.title(report.title)
-    sections: list[Callable[[_Doc, Report], None]] = [_conclusion, capacity_section, _checks, _cross, _evidence, _rates,
+    sections: list[Callable[[_Doc, Report], None]] = [_conclusion, _definitions, capacity_section, _checks, _cross, _evidence, _rates,
                                                       _conditions, _provenance, gpu_time_section, search_sections, _reference,
                                                       _engines, engine_matchups_section, _limits, _steps, _trials,
                                                       _nodes]

@@ -89,6 +89,7 @@ def limit_param(name: str) -> str:
 
 METRICS = ("total_tps", "output_tps", "request_throughput", "success_rate", "duration_s",
            "ttft_mean_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_mean_ms", "tpot_p95_ms", "itl_mean_ms",
+           "latency_per_output_token_mean_ms",
            "latency_mean_s", "latency_p95_s", "guidellm_total_tps_mean", "successful_requests",
            "total_input_tokens", "total_output_tokens")
 LOAD_METRIC = "load"  # a capacity search's step: the concurrency or rate it ran at

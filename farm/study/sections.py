@@ -213,7 +213,12 @@ class SLOSpec(_Strict):
     """
 
     ttft_p95_ms_max: float | None = Field(default=None, gt=0, description="Largest acceptable P95 time to first token (ms).")
-    tpot_mean_ms_max: float | None = Field(default=None, gt=0, description="Largest acceptable mean time per output token (ms).")
+    tpot_mean_ms_max: float | None = Field(
+        default=None, gt=0, description="Largest acceptable mean TPOT (ms), as vLLM and SGLang define it: the time per "
+        "output token after the first, (latency - TTFT) / (output tokens - 1).")
+    latency_per_output_token_mean_ms_max: float | None = Field(
+        default=None, gt=0, description="Largest acceptable mean latency per output token (ms): the whole request "
+        "latency over all output tokens, first token included (guidellm's time_per_output_token); not TPOT.")
     min_success_rate: float | None = Field(
         default=None, ge=0, le=1, description="Smallest acceptable success rate on this profile (overrides the study's)."
     )
@@ -228,10 +233,20 @@ class SLOSpec(_Strict):
         "objectives (needs goodput: true) for a load to count as met.",
     )
 
+    def latency_limits(self) -> list[tuple[str, float, str]]:
+        """(metric key, limit, words) of every latency limit set, as selection and the capacity
+        search judge them."""
+        limits = (("ttft_p95_ms", self.ttft_p95_ms_max, "P95 TTFT"), ("tpot_mean_ms", self.tpot_mean_ms_max, "mean TPOT"),
+                  ("latency_per_output_token_mean_ms", self.latency_per_output_token_mean_ms_max,
+                   "mean latency per output token"))
+        return [(k, v, words) for k, v, words in limits if v is not None]
+
     @model_validator(mode="after")
     def _some_limit(self) -> "SLOSpec":
-        if self.ttft_p95_ms_max is None and self.tpot_mean_ms_max is None and self.min_success_rate is None:
-            raise ValueError("an slo needs at least one of ttft_p95_ms_max, tpot_mean_ms_max, min_success_rate")
+        if (self.ttft_p95_ms_max is None and self.tpot_mean_ms_max is None and self.min_success_rate is None
+                and self.latency_per_output_token_mean_ms_max is None):
+            raise ValueError("an slo needs at least one of ttft_p95_ms_max, tpot_mean_ms_max, "
+                             "latency_per_output_token_mean_ms_max, min_success_rate")
         if self.goodput and self.ttft_p95_ms_max is None and self.tpot_mean_ms_max is None:
             raise ValueError("goodput needs a latency limit (ttft_p95_ms_max or tpot_mean_ms_max)")
         if self.min_goodput_share is not None and not self.goodput:

@@ -376,13 +376,13 @@ class NodeCheck(_Strict):
 class ReportWarning(_Strict):
     """Something in the numbers a reader must know before trusting them."""
 
-    code: str = Field(description="rate_mismatch, tpot_inconsistent, peak_implausible, itl_zero, single_run, local_optimum, ...")
+    code: str = Field(description="rate_mismatch, tpot_inconsistent, itl_zero, single_run, local_optimum, ...")
     trial: str | None = Field(default=None, description="Trial label it concerns; none for the whole study.")
     profile: str | None = None
     message: str
     size: float | None = Field(default=None, description=(
         "How far off, so a terminal can name the worst of a code: % apart (rate_mismatch, tpot_inconsistent), "
-        "x the mean (peak_implausible); none where a warning has no size."))
+        "none where a warning has no size."))
 
 
 class Selection(_Strict):

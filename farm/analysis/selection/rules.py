@@ -60,10 +60,7 @@ def _slo_breaks(cell: Cell, slo: SLOSpec) -> list[str]:
     out = []
     n = len(cell.runs_ok)
     over = f" (mean of {n} runs)" if n > 1 else ""
-    for metric, limit, label in (("ttft_p95_ms", slo.ttft_p95_ms_max, "P95 TTFT"),
-                                 ("tpot_mean_ms", slo.tpot_mean_ms_max, "mean TPOT")):
-        if limit is None:
-            continue
+    for metric, limit, label in slo.latency_limits():
         value = cell.mean(metric)
         if value is None:
             out.append(f"{label} not measured, limit {limit:g} ms")

@@ -69,20 +69,20 @@ def test_rate_analysis_names_the_command_each_metric_recommends(seed_report, see
     assert len(summary) == 1 and "step1_quant_fp8" in summary[0].message and "step3_performance_mode" in summary[0].message
 
 
-def test_tpot_inconsistent_on_the_generation_heavy_baseline(seed_report):
+def test_tpot_inconsistent_on_the_seeds_vllm_rows(seed_report):
     tpot = {(w.trial, w.profile): w.message for w in warnings_of(seed_report, "tpot_inconsistent")}
     msg = tpot[("engine_vllm_default", "generation_heavy")]
     assert "2.48 ms" in msg and "27.77 ms" in msg
-    # Only fixed-output-length profiles are checked: ShareGPT lengths vary per request.
-    assert not [k for k in tpot if k[1] == "sharegpt"]
-    assert {k[1] for k in tpot} == {"throughput", "long_context", "generation_heavy"}
+    # ShareGPT's lengths vary: the mean from the totals is used (the field's TPOT is token-weighted in
+    # guidellm, so it follows from the means exactly); every vLLM row there is too small by ~3.5 x
+    sharegpt = [k for k in tpot if k[1] == "sharegpt"]
+    assert "engine_vllm_default" in {t for t, _ in sharegpt} and "3.6 x too small" in tpot[("engine_vllm_default", "sharegpt")]
 
 
-def test_peak_implausible_catches_thirty_million_tokens_per_second(seed_report):
-    peaks = {(w.trial, w.profile): w.message for w in warnings_of(seed_report, "peak_implausible")}
-    assert "30,810,010.86" in peaks[("engine_vllm_default", "sharegpt")]
-    # Long-context peaks stay within 10 x the mean: not flagged.
-    assert not [k for k in peaks if k[1] == "long_context"]
+def test_the_windowed_peak_is_one_note_not_a_warning_per_run(seed_report):
+    assert not warnings_of(seed_report, "peak_implausible")
+    peak, = [n for n in seed_report.notes if "peak output rate" in n]
+    assert "100,865,026.05" in peak  # the largest of the seed's peaks, named once
 
 
 def test_itl_zero_on_runs_with_many_output_tokens(seed_report):

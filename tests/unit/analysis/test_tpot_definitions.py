@@ -1,0 +1,93 @@
+"""TPOT means what vLLM, SGLang and AIPerf mean by it: (latency - TTFT) / (output tokens - 1).
+guidellm 0.8.1's `time_per_output_token_ms` (latency over all output tokens, first included) is
+kept under a name that says so; sweeps stored before the change read with the new meanings."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+
+from conftest import REPO
+from farm.analysis.capacity import slo_misses
+from farm.analysis.results import TrialResult, parse_report
+from farm.analysis.results_file import read_results_file
+from farm.report.checks import check_tpot
+from farm.report.models import TPOT_TOLERANCE
+from farm.study.sections import SLOSpec
+
+REPORT = REPO / "tests/fixtures/guidellm-0.8.1-mock-report.json"
+
+
+def _guidellm_means() -> dict:
+    raw = json.loads(REPORT.read_text())["benchmarks"][-1]["metrics"]
+    return {k: raw[k]["successful"]["mean"] for k in ("time_per_output_token_ms", "inter_token_latency_ms",
+                                                       "time_to_first_token_ms", "request_latency")}
+
+
+def test_tpot_is_the_time_per_token_after_the_first():
+    metrics, _ = parse_report(REPORT.read_text())
+    raw = _guidellm_means()
+    assert metrics.tpot_mean_ms == raw["inter_token_latency_ms"]
+    assert metrics.latency_per_output_token_mean_ms == raw["time_per_output_token_ms"]
+    n = metrics.total_output_tokens / metrics.successful_requests
+    implied = (metrics.latency_mean_s * 1000 - metrics.ttft_mean_ms) / (n - 1)
+    # the mock ends its stream a little after its last token: 4 % here, 0.01 % on the H200
+    assert abs(metrics.tpot_mean_ms - implied) / implied < TPOT_TOLERANCE
+    # guidellm's figure carries the first token's wait: on this run (TTFT 149 ms) half as much again
+    assert metrics.latency_per_output_token_mean_ms > 1.4 * metrics.tpot_mean_ms
+
+
+def test_a_slow_first_token_passes_a_tpot_gate_that_guidellms_figure_fails():
+    metrics, _ = parse_report(REPORT.read_text())
+    m = metrics.model_dump(exclude_none=True)
+    assert m["ttft_mean_ms"] > 100 and m["tpot_mean_ms"] < 10 < m["latency_per_output_token_mean_ms"]
+    assert slo_misses(m, SLOSpec(tpot_mean_ms_max=10), floor=0.9) == []
+    missed = slo_misses(m, SLOSpec(latency_per_output_token_mean_ms_max=10), floor=0.9)
+    assert [x.limit for x in missed] == ["mean latency per output token"]
+
+
+def _stored_h200_result() -> dict:
+    with tarfile.open(REPO / "bench/h200/store.tgz") as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/result.json"))
+        return json.load(io.TextIOWrapper(tar.extractfile(member)))
+
+
+def test_a_result_stored_before_the_change_reads_with_the_fields_tpot():
+    raw = _stored_h200_result()
+    assert raw["schema_version"] == 1  # written by the farm that ran on the H200
+    run = next(r for r in raw["runs"] if r["metrics"])
+    old = run["metrics"]
+    result = TrialResult.model_validate(raw)
+    new = next(r for r in result.runs if r.profile == run["profile"] and r.repeat == run["repeat"]).metrics
+    assert new.tpot_mean_ms == old["itl_mean_ms"] and new.tpot_p95_ms == old["itl_p95_ms"]
+    assert new.latency_per_output_token_mean_ms == old["tpot_mean_ms"]
+    assert result.schema_version == 2
+
+
+def test_a_results_file_of_the_older_format_reads_with_the_fields_tpot(tmp_path):
+    data = json.loads((REPO / "tests/fixtures/seed-results.json").read_text())
+    run = dict(data["runs"][0], metrics=dict(data["runs"][0]["metrics"]))
+    run["metrics"].update(tpot_mean_ms=80.0, itl_mean_ms=70.0)
+    for version, tpot, per_token in ((1, 70.0, 80.0), (None, 80.0, None)):
+        data_v = {**data, "runs": [run]}
+        if version is not None:
+            data_v["schema_version"] = version
+        path = tmp_path / f"v{version}.json"
+        path.write_text(json.dumps(data_v))
+        m = read_results_file(path).records[0].metrics
+        # farm's own older file is migrated; a file of another client (the seed's) says what it says
+        assert m["tpot_mean_ms"] == tpot and m.get("latency_per_output_token_mean_ms") == per_token
+
+
+def test_the_consistency_check_holds_on_the_h200_runs_and_fires_on_the_seeds_vllm_rows():
+    h200 = read_results_file(REPO / "bench/h200/results.json")
+    fixed = {p: info.output_tokens for p, info in h200.profiles.items()}
+    assert not [w for rec in h200.records if rec.measured for w in check_tpot(rec, fixed.get(rec.profile))]
+    seed = read_results_file(REPO / "tests/fixtures/seed-results.json")
+    flagged = {(rec.id, rec.profile): w.message for rec in seed.records if rec.measured
+               for w in check_tpot(rec, seed.profiles[rec.profile].output_tokens)}
+    vllm_sharegpt = [k for k in flagged if k[1] == "sharegpt" and "sglang" not in k[0] and "mtp" not in k[0]]
+    assert len(vllm_sharegpt) == 5
+    msg = flagged[("final_baseline_generation_heavy", "generation_heavy")]
+    assert "2.48 ms" in msg and "27.77 ms" in msg and "too small for the run's own latency" in msg
