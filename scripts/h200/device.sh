@@ -36,7 +36,11 @@ stage() {
     mkdir -p "$B/bundles/$name"
     cp -n "$dir"* "$B/bundles/$name/" 2>/dev/null || true
   done
-  du -sh "$B"/bundles/* 2>/dev/null || true
+  # The model and the store ride with a bundle part when the run call has no room for them
+  # (farm-node's 50 MiB + the tree fill a call): kept here for `run`.
+  [ -d "$REPO/.models" ] && { rm -rf "$B/models"; cp -r "$REPO/.models" "$B/models"; }
+  [ -f "$REPO/.h200/store.tgz" ] && cp "$REPO/.h200/store.tgz" "$B/store-carried.tgz"
+  du -sh "$B"/bundles/* "$B"/models "$B"/store-carried.tgz 2>/dev/null || true
 }
 
 bundle_state() {
@@ -79,11 +83,13 @@ install_complete() {
 
 engine_facts() {
   # What the installed engine says of itself, once per machine: its version and every flag it
-  # takes (farm's adapter renders flags; tests/unit/engines check them against this --help).
+  # takes (farm/engines/facts/<engine>-<version>-help.txt: `--from` checks a user's command
+  # against it; tests/unit/engines check farm's rendered flags against it). $2: its serve module.
   local f="$B/facts/$1"; [ -f "$f/help.txt" ] && return 0
   mkdir -p "$f"
   PYTHONPATH="$B/tree/engine-$1" python3 -c "import $1; print($1.__version__)" > "$f/version.txt" 2>&1 || true
-  PYTHONPATH="$B/tree/engine-$1" timeout 120 python3 -m "$1.launch_server" --help > "$f/help.txt" 2>&1 || true
+  # shellcheck disable=SC2086
+  COLUMNS=200 PYTHONPATH="$B/tree/engine-$1" timeout 120 python3 -m $2 --help > "$f/help.txt" 2>&1 || true
   echo "$1 $(head -1 "$f/version.txt"): --help $(wc -l < "$f/help.txt") lines"
 }
 
@@ -129,9 +135,11 @@ run() {
       echo "bundle $name not installed (grid $grid needs ${need[*]}): nothing started"; snapshot; return 0
     fi
   done
-  [ "$grid" = sglang ] && engine_facts sglang
+  [ "$grid" = sglang ] && engine_facts sglang sglang.launch_server
+  engine_facts vllm "vllm.entrypoints.cli.main serve"
   # FARM_H200_STORE: the committed bench/h200/store.tgz when nothing newer needs carrying
   store_tgz="$REPO/${FARM_H200_STORE:-.h200/store.tgz}"
+  [ -f "$store_tgz" ] || store_tgz="$B/store-carried.tgz"   # carried by an earlier call (stage)
   if [ ! -f "$B/store/mlflow.db" ] && [ -f "$store_tgz" ]; then
     tar -xzf "$store_tgz" -C "$B/store"   # resume what an earlier machine measured
     echo "store restored from ${store_tgz#"$REPO/"} (sweep $(cat "$B/store/sweep-id" 2>/dev/null))"
@@ -140,7 +148,7 @@ run() {
     echo "sweep already running (pid $(cat "$B/job.pid"))"
   else
     rm -rf "$B/src" && mkdir -p "$B/src" && cp -r "$REPO"/farm "$REPO"/actors "$REPO"/configs "$REPO"/scripts "$B/src/"
-    cp -r "$REPO/.models" "$B/src/.models"
+    if [ -d "$REPO/.models" ]; then cp -r "$REPO/.models" "$B/src/.models"; else cp -r "$B/models" "$B/src/.models"; fi
     FARM_H200_GRID=$grid setsid nohup bash "$REPO/scripts/h200/sweep-job.sh" "$B" > "$B/sweep.log" 2>&1 < /dev/null &
     echo $! > "$B/job.pid"
     echo "sweep started (pid $!)"
