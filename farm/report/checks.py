@@ -68,20 +68,28 @@ def check_tpot(rec: RunRecord, output_tokens: int | None) -> list[ReportWarning]
     apart = abs(m["tpot_mean_ms"] - implied) / implied * 100
     p95 = f"; P95 TPOT {m['tpot_p95_ms']:.2f} ms" if "tpot_p95_ms" in m else ""
     mean_n = "" if output_tokens else " (the mean from the run's totals)"
-    why = _tpot_why(m, implied)
+    why = _tpot_why(m, implied, n)
     return [_warn("tpot_inconsistent", rec, f"mean TPOT {m['tpot_mean_ms']:.2f} ms, but (mean latency - mean TTFT) / "
                   f"(output tokens{mean_n} - 1) = ({m['latency_mean_s'] * 1000:.0f} - {m['ttft_mean_ms']:.0f}) / "
                   f"{n - 1:.0f} = {implied:.2f} ms ({apart:.0f} % apart){p95}" + (f": {why}" if why else ""),
                   size=apart)]
 
 
-def _tpot_why(m: dict, implied: float) -> str:
-    """What the gap says about how the TPOT column was measured."""
-    tpot, itl = m["tpot_mean_ms"], m.get("itl_mean_ms")
+def _tpot_why(m: dict, implied: float, n: float) -> str:
+    """What the gap says about how the TPOT column was measured (bench/reasoning/README.md)."""
+    tpot, itl, ttft = m["tpot_mean_ms"], m.get("itl_mean_ms"), m["ttft_mean_ms"]
+    latency_ms = m["latency_mean_s"] * 1000
+    if itl == 0 and abs(tpot - ttft / n) <= 0.02 * tpot:
+        return (f"TPOT equals mean TTFT / output tokens ({ttft / n:.2f} ms) and ITL is 0: the client timed each "
+                f"request's first chunk only, as a client that reads no `reasoning` deltas does when a "
+                f"`--reasoning-parser` streams the whole answer as reasoning (bench/reasoning/README.md)")
     if tpot < implied:
-        return (f"the TPOT column is {implied / tpot:.1f} x too small for the run's own latency: its client timed "
-                f"fewer tokens than the run generated (e.g. content deltas only, where a reasoning parser streams "
-                f"the text as reasoning deltas)" + (f"; its ITL, {itl:.2f} ms, likewise" if itl else ""))
+        return (f"the TPOT column is {implied / tpot:.1f} x too small for the run's own latency: its client timed fewer "
+                f"tokens than the run generated, as one that reads no `reasoning` deltas does for the requests "
+                f"whose reasoning never ended (bench/reasoning/README.md)" + (f"; its ITL, {itl:.2f} ms, likewise" if itl else ""))
+    if abs(tpot - latency_ms / n) <= 0.02 * tpot:
+        return (f"the TPOT column is latency / output tokens ({latency_ms / n:.2f} ms), the first token's wait "
+                f"included: the client's time per output token, not TPOT as vLLM and SGLang define it")
     return f"the TPOT column is {tpot / implied:.1f} x the run's own latency per token after the first"
 
 
