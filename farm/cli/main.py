@@ -50,12 +50,16 @@ def cli() -> None:
 @click.option("--run-budget", type=opt.RUNS, default=None, metavar="RUNS",
               help="With --repeats auto: benchmark runs the sweep may make in all (default: the study's max_runs, "
                    "else 3 x the first pass).")
-@click.option("--strategy", type=click.Choice(["grid", "halving"]), default=None,
+@click.option("--strategy", type=click.Choice(["grid", "halving", "local"]), default=None,
               help="grid: every trial (default: the study's strategy, else grid); halving: short runs first, then "
-                   "only the trials not significantly worse than the leader go on, rung by rung.")
+                   "only the trials not significantly worse than the leader go on, rung by rung; local: a guarded "
+                   "local search from --from, moving only to a significantly better neighbour.")
+@click.option("--from", "start", type=opt.COMMAND, default=None, metavar="COMMAND|TRIAL",
+              help="With --strategy local: where the search starts, the serve command you run today "
+                   "(\"vllm serve MODEL --flag ...\") or a trial of the grid (name or id).")
 @click.option("--budget", "budget", type=opt.GPU_HOURS, default=None, metavar="GPU_HOURS",
-              help="With --strategy halving: GPU-hours the sweep may spend (engine starts and runs), checked before "
-                   "each rung (default: the study's budget_gpu_hours, else no limit).")
+              help="With --strategy halving or local: GPU-hours the sweep may spend (engine starts and runs), checked "
+                   "before each rung or step (default: the study's budget_gpu_hours, else no limit).")
 @click.option("--workdir", type=opt.DIRECTORY, default="farm-runs", show_default=True,
               help="Where engine logs and guidellm reports are written on each node.")
 @click.option("--no-wait", is_flag=True, help="With --address http://HEAD:8265: submit the job and return.")
@@ -67,8 +71,8 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print only a JSON summary on stdout (sweep id, status, the "
               "recommended trial and command, numbers per profile, failures, counts); progress goes to stderr. "
               "With --dry-run, the trials as JSON.")
-def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, run_budget, strategy, budget,
-          workdir, no_wait, only, quiet, as_json) -> None:
+def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, run_budget, strategy, start,
+          budget, workdir, no_wait, only, quiet, as_json) -> None:
     """Expand a grid into trials and benchmark each on its own engine server.
 
     \b
@@ -88,8 +92,13 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     mode = "json" if as_json else "quiet" if quiet else "normal"
     # The effective repeats and budget travel with the study (its MLflow snapshot, the report's alpha).
     study = study.model_copy(update={k: v for k, v in (("repeats", repeats), ("max_runs", run_budget)) if v is not None})
-    study = _with_strategy(study, strategy, budget, repeats=repeats, only=only, resume=resume)
+    study = _with_strategy(study, strategy, budget, repeats=repeats, only=only, resume=resume, start=start)
     trials = expand(study, grid)
+    start_id = None
+    if study.strategy == "local" and study.start:
+        from farm.analysis.start_command import start_of
+
+        trials, start_id = start_of(study, grid, trials, study.start, key="--from" if start else "start")
     selected = select_trials(trials, only, key="--trial") if only else None
     if dry_run:
         measured, note = None, None
@@ -98,7 +107,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
 
             measured, note = previous_durations(tracking_uri, study)
         print_dry_run(study, grid, [t for t in trials if selected is None or t.id in selected], mode=mode,
-                      measured=measured, durations_note=note)
+                      measured=measured, durations_note=note, start=start_id)
         return
     pruned = None
     if study.strategy == "halving":
@@ -151,29 +160,47 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
         if stored is None and budget is not None:
             raise UserError(f"only with --strategy halving; sweep {resume} is a grid sweep, which runs every trial "
                             f"whatever the budget", key="--budget")
-        if stored is not None:
+        if stored is not None and stored[0] == "local":  # a local search resumes from where it started
+            from farm.analysis.start_command import start_of
+            from farm.store.mlflow_store import MlflowStore
+
+            kept = MlflowStore(tracking_uri).study(resume)
+            study = _with_strategy(study, "local", budget if budget is not None else stored[1], repeats=repeats,
+                                   only=only, start=kept.start if kept else None, resume=resume)
+            trials, start_id = start_of(study, grid, expand(study, grid), study.start or "", key="start")
+            point = check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume)
+            if point is not None and point.renamed:
+                trials = point.rename(trials)
+        elif stored is not None:
             study = _with_strategy(study, stored[0], budget if budget is not None else stored[1], repeats=repeats,
                                    only=only)
             pruned = unfit_trials(study, trials)
     argv = "farm " + shlex.join(sys.argv[1:])
     run_and_report(study, grid, trials, address=address, tracking_uri=tracking_uri, experiment=experiment,
                    resume=resume, repeats=repeats or study.repeats, workdir=node_workdir, command=argv,
-                   only=selected, strategy=study.strategy, budget_gpu_hours=study.budget_gpu_hours, pruned=pruned)
+                   only=selected, strategy=study.strategy, budget_gpu_hours=study.budget_gpu_hours, pruned=pruned,
+                   start=start_id)
 
 
-def _with_strategy(study, strategy, budget, *, repeats, only, resume=None):
-    """The study with the sweep's strategy and budget (options over the study's keys), checked. A
-    `--resume` may raise the budget alone: whether that sweep is a halving one is read from its run."""
+def _with_strategy(study, strategy, budget, *, repeats, only, resume=None, start=None):
+    """The study with the sweep's strategy, budget and start (options over the study's keys),
+    checked. A `--resume` may raise the budget alone: whether that sweep is a halving or a local
+    one is read from its run."""
     strategy = strategy or study.strategy
-    if budget is not None and strategy != "halving" and not resume:
-        raise UserError("only with --strategy halving (a grid sweep runs every trial, whatever the budget)",
+    if budget is not None and strategy not in ("halving", "local") and not resume:
+        raise UserError("only with --strategy halving or local (a grid sweep runs every trial, whatever the budget)",
                         key="--budget")
-    if strategy == "halving":
+    if start is not None and strategy != "local":
+        raise UserError("only with --strategy local (where the local search starts)", key="--from")
+    if strategy == "local" and not (start or study.start) and not resume:
+        raise UserError("--strategy local starts from the serve command you run today or a trial of the grid: "
+                        "give it with --from", key="--strategy")
+    if strategy in ("halving", "local"):
         for flag, clash in (("--repeats auto", repeats == "auto" or study.repeats == "auto"), ("--trial", bool(only))):
             if clash:
-                raise UserError(f"--strategy halving plans its own rungs and repeats; it does not combine with {flag}",
+                raise UserError(f"--strategy {strategy} plans its own rungs and repeats; it does not combine with {flag}",
                                 key="--strategy")
-    return study.model_copy(update={"strategy": strategy,
+    return study.model_copy(update={"strategy": strategy, "start": start or study.start,
                                     "budget_gpu_hours": budget if budget is not None else study.budget_gpu_hours})
 
 

@@ -29,7 +29,7 @@ def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, 
     from farm.report import render
     from farm.run.preflight import check_store_to_read
     from farm.run.stored_search import read_search
-    from farm.run.sweep_report import build_from_records
+    from farm.run.sweep_report import build_from_records, local_baseline
     from farm.store.mlflow_store import MlflowStore
     from farm.store.tracking import default_tracking_uri
 
@@ -63,11 +63,12 @@ def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, 
 
     def sections(rep) -> None:  # each sweep's Halving and Memory fit sections, in the order named
         rep.halving = [s.halving for s in searches if s.halving is not None]
+        rep.local_search = [s.local_search for s in searches if s.local_search is not None]
         rep.memory_fit = [s.memory_fit for s in searches if s.memory_fit is not None]
 
     with tempfile.TemporaryDirectory() as tmp:
         rep, why, _ = build_from_records(study, infos[0].grid, records, Path(out) if out else Path(tmp), strategy=strategy,
-                                         extra=sections)
+                                         extra=sections, baseline=local_baseline(study, infos[0].grid))
     if rep is None:  # no trial meeting a capacity SLO has its own exit code (farm sweep's)
         raise (SLONotMet if getattr(why, "exit_code", 1) == SLONotMet.exit_code else UserError)(
             why or "no report", key=f"sweep {' '.join(sweep_ids)}")

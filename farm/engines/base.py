@@ -11,7 +11,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, Mapping, Sequence
 
 from farm.engines.memory import MemoryReserve, MemorySettings
@@ -75,8 +75,28 @@ def parse_cli_flags(flags: list[str]) -> dict[str, Any]:
     return out
 
 
+# What each engine's `--help` printed, kept beside the code that renders its flags.
+FACTS_DIR = Path(__file__).resolve().parent / "facts"
+
+
+def _version_key(name: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else x for x in re.split(r"[.-]", name))
+
+
+def _typed(value: Any) -> Any:
+    """A command line's number as the number a study would write (`--max-num-seqs 256` -> 256)."""
+    if isinstance(value, str) and re.fullmatch(r"-?\d+", value):
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"-?(\d+\.\d*|\.\d+)([eE]-?\d+)?", value):
+        return float(value)
+    return value
+
+
 class Engine:
     """Base of every engine adapter. Subclasses set the class attributes and may override methods."""
+
+    # Flags farm reads itself and never hands the server (the mock's start and admission flags).
+    farm_flags: ClassVar[frozenset[str]] = frozenset()
 
     name: ClassVar[str]
     default_launcher: ClassVar[list[str]]
@@ -274,6 +294,79 @@ class Engine:
         code = ("import sys; from huggingface_hub import snapshot_download; "
                 "print(snapshot_download(repo_id=sys.argv[1], cache_dir=sys.argv[2] or None))")
         return self.python(spec) + ["-c", code, model, spec.download_dir or ""]
+
+    # -- the inverse: a serve command a user runs today -----------------------------------
+    def launchers(self, spec: EngineSpec) -> list[list[str]]:
+        """The command heads this engine is started with: the study's, the default, the container's."""
+        out = [list(spec.launcher)] if spec.launcher else []
+        return out + [list(self.default_launcher)] + ([list(self.container_launcher)] if self.container_launcher else [])
+
+    def split_command(self, argv: Sequence[str], spec: EngineSpec) -> list[str] | None:
+        """The engine's own arguments of `argv` when it is this engine's serve command (its head one
+        of `launchers`, an executable compared by its name), else None."""
+        for head in self.launchers(spec):
+            n = len(head)
+            if len(argv) >= n and PurePosixPath(argv[0]).name == PurePosixPath(head[0]).name and \
+                    list(argv[1:n]) == head[1:]:
+                return list(argv[n:])
+        return None
+
+    def facts_file(self) -> Path | None:
+        """The engine's own `--help` as farm keeps it (farm/engines/facts/<engine>-<version>-help.txt,
+        the newest version's), or None where farm has none yet."""
+        found = sorted(FACTS_DIR.glob(f"{self.name}-*-help.txt"), key=lambda p: _version_key(p.name))
+        return found[-1] if found else None
+
+    def known_flags(self) -> frozenset[str] | None:
+        """Every flag the engine takes, read from its `--help` (None: farm keeps no list)."""
+        path = self.facts_file()
+        if path is None:
+            return None
+        names = set(re.findall(r"(?<![\w-])--([a-z0-9][a-z0-9._-]*)", path.read_text()))
+        return frozenset(names | {n.removeprefix("no-") for n in names if n.startswith("no-")})
+
+    def unknown_flags(self, flags: Mapping[str, Any]) -> list[str]:
+        """The flags of `flags` that the engine does not take (none when farm keeps no flag list)."""
+        known = self.known_flags()
+        if known is None:
+            return []
+        return [f for f in flags if f not in known and f not in self.farm_flags]
+
+    def flags_source(self) -> str:
+        path = self.facts_file()
+        return f"its --help: farm/engines/facts/{path.name}" if path else f"farm keeps no flag list of {self.name}"
+
+    def parse_command(self, argv: Sequence[str], spec: EngineSpec) -> tuple[str, dict[str, Any]] | None:
+        """(model, flags) of this engine's serve command `argv` (the inverse of `serve_command_of`),
+        None when it is not one; a `ValueError` names what cannot be read. Host, port and the
+        dummy-weights flags are left out: farm sets them."""
+        args = self.split_command(argv, spec)
+        if args is None:
+            return None
+        model, flags, i = None, {}, 0
+        if self.model_arg is None and args and not args[0].startswith("-"):
+            model, i = args[0], 1
+        while i < len(args):
+            arg = args[i]
+            if not arg.startswith("--") or len(arg) < 3:
+                raise ValueError(f"'{arg}' is not a flag (expected --name or --name=value)")
+            name, sep, value = arg[2:].partition("=")
+            if not sep and i + 1 < len(args) and not args[i + 1].startswith("--"):
+                value, sep, i = args[i + 1], "=", i + 1
+            i += 1
+            if name in flags:
+                raise ValueError(f"--{name} is given twice")
+            flags[name] = _typed(parse_cli_flags([f"--{name}={value}"])[name]) if sep else True
+        if self.model_arg is not None:
+            model = flags.pop(self.model_arg, None)
+        if not isinstance(model, str) or not model:
+            raise ValueError("no model in the command" + (f" (--{self.model_arg})" if self.model_arg else ""))
+        for name in (self.host_flag, self.port_flag):
+            flags.pop(name, None)
+        for name, value in self.dummy_weights_flags.items():
+            if flags.get(name) == value:
+                flags.pop(name)
+        return model, flags
 
     def serve_command(self, spec: EngineSpec, trial: Trial) -> str:
         """What a user pastes to serve this configuration (no host, port or secrets)."""

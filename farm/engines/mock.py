@@ -55,6 +55,7 @@ class MockEngine(Engine):
     # the server (farm/engines/mock_gate.py), so that latency grows with load past N the way a real
     # engine's batch limit makes it grow (the mock-server's own limit does not hold streamed requests).
     admission_flag: ClassVar[str] = "admission-limit"
+    farm_flags: ClassVar[frozenset[str]] = frozenset({"gpus", "admission-limit", "start-s", "warm-start-s", "graph"})
 
     def _admission(self, flags: Mapping[str, Any]) -> int | None:
         value = flags.get(self.admission_flag)

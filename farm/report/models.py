@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from farm.analysis.gpu_time import GpuTime
 from farm.analysis.halving import RungPlan
+from farm.analysis.local_search import ProfileDelta, SearchPlan
 from farm.analysis.memory_fit import KvCheck
 from farm.analysis.records import Results
 from farm.analysis.reference import ReferenceComparison
@@ -85,6 +86,15 @@ class HalvingNote(_Strict):
     labels: dict[str, str] = Field(default_factory=dict, description="Trial id -> its label.")
 
 
+class LocalSearchNote(_Strict):
+    """A local search's path and its answer, the user's command against farm's pick (farm/analysis/local_search.py)."""
+
+    sweep_id: str | None = Field(default=None, description="The sweep's id, where the report covers several.")
+    plan: SearchPlan
+    final: list[ProfileDelta] = Field(default_factory=list, description="Farm's pick against the start, per profile.")
+    labels: dict[str, str] = Field(default_factory=dict, description="Trial id -> its label.")
+
+
 class MemoryFitNote(_Strict):
     """The memory-fit predictor's error on one sweep's trials (farm/analysis/memory_fit.py)."""
 
@@ -107,5 +117,7 @@ class Report(_Strict):
                                        description="Each halving sweep's: what each rung spent, why each trial stopped.")
     memory_fit: list[MemoryFitNote] = Field(default_factory=list,
                                             description="Each sweep's predicted vs reported KV-cache tokens, per trial.")
+    local_search: list[LocalSearchNote] = Field(default_factory=list,
+                                                description="Each local search's path and its final comparison.")
     notes: list[str] = Field(default_factory=list, description="What the reader should know that is no anomaly "
                              "(guidellm's windowed peak rate): said once, not per run.")

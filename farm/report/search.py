@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from farm.analysis.halving import summary_lines
+from farm.analysis.local_search import path_lines
 from farm.analysis.memory_fit import check_lines
 from farm.report.doc import Doc
-from farm.report.models import HalvingNote, MemoryFitNote, Report
+from farm.report.models import HalvingNote, LocalSearchNote, MemoryFitNote, Report
 
 
 def halving_lines(note: HalvingNote) -> list[str]:
@@ -23,8 +24,36 @@ def memory_fit_lines(note: MemoryFitNote) -> list[str]:
     return check_lines(note.checks)
 
 
+def local_search_lines(note: LocalSearchNote) -> list[str]:
+    """The answer first (the user's command against farm's pick, profile by profile), then the path."""
+    p, name = note.plan, (lambda t: note.labels.get(t, t))
+    path = path_lines(p, note.labels)
+    if p.incumbent == p.start:
+        near = [f"  {name(j.neighbour.trial)}: {j.relative_pct:+.1f} % [{j.ci_low_pct:+.1f}, {j.ci_high_pct:+.1f}]"
+                for s in p.steps[-1:] for j in s.judged if j.relative_pct is not None and j.ci_low_pct is not None]
+        head = (f"Your command ({name(p.start)}) is the answer: no neighbour was significantly better"
+                if p.stop == "converged" else f"Your command ({name(p.start)}) stands: {p.reason}")
+        return [head + (" (its nearest neighbours, last step):" if near else "."), *near, *path]
+    if not note.final:
+        return [f"farm's pick so far: {name(p.incumbent)} (the final comparison against your command "
+                f"{name(p.start)} is not measured yet)", *path]
+    rows = []
+    for d in note.final:
+        if d.ci_low_pct is None:
+            rows.append(f"  {d.profile}: {name(p.incumbent)} {'n/a' if d.relative_pct is None else f'{d.relative_pct:+.2f} %'} "
+                        f"against your command ({d.pick_runs} vs {d.start_runs} runs: no interval)")
+            continue
+        mark = "significant" if d.significant else "not significant"
+        rows.append(f"  {d.profile}: {d.relative_pct:+.2f} % [{d.ci_low_pct:+.2f}, {d.ci_high_pct:+.2f}], Holm p = "
+                    f"{d.p_holm:.3g}, {mark} ({d.pick_mean:,.1f} vs {d.start_mean:,.1f} total tok/s, "
+                    f"{d.pick_runs} vs {d.start_runs} runs)")
+    return [f"Your command ({name(p.start)}) against farm's pick ({name(p.incumbent)}), on every profile "
+            f"(95 % intervals, Holm over {len(note.final)} profiles):", *rows, *path]
+
+
 def _sections(report: Report) -> list[tuple[str, list[tuple[str | None, list[str]]]]]:
-    return [("Halving", [(n.sweep_id, halving_lines(n)) for n in report.halving]),
+    return [("Your command vs farm's (local search)", [(n.sweep_id, local_search_lines(n)) for n in report.local_search]),
+            ("Halving", [(n.sweep_id, halving_lines(n)) for n in report.halving]),
             ("Memory fit", [(n.sweep_id, memory_fit_lines(n)) for n in report.memory_fit])]
 
 
@@ -58,4 +87,9 @@ def search_json(report: Report) -> dict[str, Any]:
             for n in report.memory_fit if memory_fit_lines(n)]
     if fits:
         out["memory_fit"] = fits
+    searches = [{"sweep_id": n.sweep_id, **n.plan.model_dump(mode="json"),
+                 "final_comparison": [d.model_dump() for d in n.final], "labels": n.labels,
+                 "lines": local_search_lines(n)} for n in report.local_search]
+    if searches:
+        out["local_search"] = searches
     return out

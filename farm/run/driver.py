@@ -278,7 +278,8 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
               on_schedule: Callable[[str], None] = lambda line: None,
               only: set[str] | None = None, strategy: str = "grid", budget_gpu_hours: float | None = None,
               pruned: dict[str, str] | None = None,
-              on_rung: Callable[[object], None] = lambda p: None) -> SweepOutcome:
+              on_rung: Callable[[object], None] = lambda p: None,
+              start: str | None = None) -> SweepOutcome:
     """Run a sweep: every trial (`repeats` runs per profile, or 'auto'), the baseline once more on
     every node when there are several (node controls), then the later passes of `--repeats auto`.
     `on_schedule`: one line, where the scheduler's estimates come from (a scheduled grid only)."""
@@ -288,7 +289,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
     # Stepwise studies keep their order; a grid of GPU trials is scheduled (farm/analysis/schedule.py),
     # at what the study's earlier sweep (or this one, resumed) measured: read before this sweep's
     # own parent run exists, which would otherwise be the study's latest.
-    scheduled = strategy != "halving" and not study.grids[grid].ordered and all(
+    scheduled = strategy not in ("halving", "local") and not study.grids[grid].ordered and all(
         t.gpus for t in trials if only is None or t.id in only)
     measured, estimates = estimate.schedule_durations(tracking_uri, study, resume) if scheduled else (None, None)
     started_ray = False
@@ -358,7 +359,23 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             on_event("pass_finished" if kind == "finished" else kind, job, result)
 
         try:
-            if strategy == "halving":  # rungs planned from what MLflow holds (farm/run/halving.py)
+            if strategy == "local":  # steps planned from what MLflow holds (farm/run/local_search.py)
+                raced: set[str] = set()
+
+                def step_event(kind: str, job: TrialJob, result: TrialResult | None, on_result) -> None:
+                    # A trial raced again in a later step is not one more trial of the sweep.
+                    again = job.trial.id in raced
+                    if kind == "finished":
+                        raced.add(job.trial.id)
+                        on_result(result)
+                    (pass_event if again else on_event)(kind, job, result)
+
+                _run_local(study, grid, trials, start=start, tracking_uri=tracking_uri, exp_id=exp_id,
+                           sweep_id=sweep_id, make_job=make_job, on_step=on_rung,
+                           run_jobs=lambda js, on_result: run_trials(
+                               js, max_in_flight=max_in_flight, max_retries=study.max_retries,
+                               on_event=lambda k, j, r: step_event(k, j, r, on_result), log_lost=lambda r: None))
+            elif strategy == "halving":  # rungs planned from what MLflow holds (farm/run/halving.py)
                 _run_halving(study, grid, trials, tracking_uri=tracking_uri, sweep_id=sweep_id, make_job=make_job,
                              budget_gpu_hours=budget_gpu_hours, pruned=pruned, on_rung=on_rung,
                              run_jobs=lambda js: run_trials(js, max_in_flight=max_in_flight, max_retries=study.max_retries,
@@ -369,7 +386,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                 run_trials(jobs, max_in_flight=max_in_flight, max_retries=study.max_retries,
                            on_event=on_event, log_lost=log_lost, pins={t.id: node for t, node in controls},
                            items=schedule.items_of(study, [j.trial for j in jobs], measured) if scheduled else None)
-            if plan.is_auto(repeats) and strategy != "halving":
+            if plan.is_auto(repeats) and strategy not in ("halving", "local"):
                 passes.run_auto(study, grid, trials, tracking_uri=tracking_uri, sweep_id=sweep_id, make_job=make_job,
                                 run_jobs=lambda js, on_result: run_trials(
                                     js, max_in_flight=max_in_flight, max_retries=study.max_retries,
@@ -407,6 +424,24 @@ def _unmeasurable(study: Study, todo: list[Trial], *, primary: str, sweep_id: st
             on_event("finished", TrialJob(sweep_id=sweep_id, trial=t, engine_spec=study.engines[t.engine], profiles={},
                                           repeats=1, min_success_rate=study.min_success_rate, workdir=""), result)
     return out
+
+
+def _run_local(study: Study, grid: str, trials: list[Trial], *, start: str | None, make_job, **kw):
+    from farm.run import local_search
+
+    if start is None:
+        raise UserError("strategy local needs a start (--from)", key="--from")
+
+    def step_job(t: Trial, rung) -> TrialJob:
+        # Every job of a search is stored by the driver as it ends (farm/run/local_search.py).
+        job = make_job(t.model_copy(update={"profiles": list(rung.profiles), "profile_repeats": {}}), rung.repeats,
+                       rung.index)
+        rstudy = local_search.rung_study(study, rung)
+        return job.model_copy(update={"profiles": {p: rstudy.profiles[p] for p in rung.profiles},
+                                      "tracking_uri": None, "parent_run_id": None,
+                                      "workdir": str(Path(job.workdir) / f"step-{rung.index}")})
+
+    return local_search.run_local(study, grid, trials, start=start, make_job=step_job, **kw)
 
 
 def _run_halving(study: Study, grid: str, trials: list[Trial], *, make_job, **kw):

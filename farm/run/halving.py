@@ -28,12 +28,12 @@ STRATEGY_TAG, BUDGET_TAG = "farm.strategy", "farm.budget_gpu_hours"
 
 
 def stored_strategy(uri: str, sweep_id: str) -> tuple[str, float | None] | None:
-    """The strategy and budget a sweep ran with, from its run's tags; None for a grid sweep."""
+    """The strategy and budget a sweep ran with, from its run's tags (halving or local); None for a grid sweep."""
     tags = tracking.client(uri).get_run(sweep_id).data.tags
-    if tags.get(STRATEGY_TAG) != "halving":
+    if tags.get(STRATEGY_TAG) not in ("halving", "local"):
         return None
     budget = tags.get(BUDGET_TAG) or None
-    return "halving", float(budget) if budget else None
+    return tags[STRATEGY_TAG], float(budget) if budget else None
 
 
 PLAN_ARTIFACT = "halving.json"  # the driver's last plan, on the sweep's run

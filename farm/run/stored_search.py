@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from farm.analysis import halving
 from farm.analysis.results import TrialResult
-from farm.report.models import HalvingNote, MemoryFitNote
+from farm.report.models import HalvingNote, LocalSearchNote, MemoryFitNote
 from farm.study.spec import Study
 from farm.study.trial import Trial
 
@@ -25,6 +25,7 @@ class StoredSearch:
     study: Study  # what the sweep's records are read with: a halving sweep's adds its rungs' profiles
     halving: HalvingNote | None
     memory_fit: MemoryFitNote | None
+    local_search: LocalSearchNote | None = None
 
 
 def read_search(uri: str, sweep_id: str, study: Study, grid: str | None, trials: list[Trial] | None,
@@ -39,6 +40,17 @@ def read_search(uri: str, sweep_id: str, study: Study, grid: str | None, trials:
     checks = kv_checks(study, results, recorded_predictions(uri, sweep_id))
     fit = MemoryFitNote(sweep_id=label, checks=checks) if checks else None
     strategy = stored_strategy(uri, sweep_id)
+    if grid and ((strategy and strategy[0] == "local") or study.strategy == "local") and study.start:
+        from farm.analysis.local_search import step_rung
+        from farm.run.local_search import rung_study
+        from farm.run.sweep_report import local_search_note
+
+        study = study.model_copy(update={"strategy": "local",
+                                         "budget_gpu_hours": strategy[1] if strategy else study.budget_gpu_hours})
+        primary = study.grid_primary_profile(grid)
+        note = local_search_note(study, grid, results, sweep_id=label)
+        return StoredSearch(rung_study(study, step_rung(1, primary, study.profiles[primary].requests)), None, fit,
+                            note)
     if not grid or (strategy is None and study.strategy != "halving"):
         return StoredSearch(study, None, fit)
     # The run's budget tag is the one the sweep last ran with; the stored study has the first one.

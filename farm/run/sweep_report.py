@@ -43,7 +43,32 @@ def build(study: Study, grid: str | None, results: list[TrialResult], sweep_id: 
           strategy: str = "best") -> tuple[Report | None, str | None, list[Path]]:
     """Report, or why there is none, and the files written (report.md, results.json, plots)."""
     records = records_from_trials(results, study, grid=grid, sweep_id=sweep_id)
-    return build_from_records(study, grid, records, outdir, strategy, extra=lambda r: _search_notes(r, study, grid, results))
+    return build_from_records(study, grid, records, outdir, strategy, extra=lambda r: _search_notes(r, study, grid, results),
+                              baseline=local_baseline(study, grid))
+
+
+def local_baseline(study: Study, grid: str | None) -> str | None:
+    """A local search's baseline is where it started: the command the user runs today."""
+    if study.strategy != "local" or not grid or not study.start:
+        return None
+    from farm.analysis.start_command import start_of
+    from farm.study.grid import expand
+
+    return start_of(study, grid, expand(study, grid), study.start, key="start")[1]
+
+
+def local_search_note(study: Study, grid: str, results: list[TrialResult], sweep_id: str | None = None):
+    """The search's path replayed from its results, and the final comparison."""
+    from farm.analysis.local_search import final_comparison
+    from farm.analysis.start_command import start_of
+    from farm.report.models import LocalSearchNote
+    from farm.run.local_search import plan_of
+    from farm.study.grid import expand
+
+    trials, start = start_of(study, grid, expand(study, grid), study.start or "", key="start")
+    p = plan_of(study, grid, trials, start, results)
+    return LocalSearchNote(sweep_id=sweep_id, plan=p, final=final_comparison(p, results),
+                           labels={t.id: t.label for t in trials})
 
 
 def _search_notes(report: Report, study: Study, grid: str | None, results: list[TrialResult]) -> None:
@@ -52,6 +77,8 @@ def _search_notes(report: Report, study: Study, grid: str | None, results: list[
     from farm.run.memory import kv_checks, unfit_trials
 
     report.memory_fit = [MemoryFitNote(checks=kv_checks(study, results))]
+    if study.strategy == "local" and grid and study.start:
+        report.local_search = [local_search_note(study, grid, results)]
     if study.strategy == "halving" and grid:
         from farm.analysis.halving import plan_from_results
         from farm.study.grid import expand
@@ -62,12 +89,13 @@ def _search_notes(report: Report, study: Study, grid: str | None, results: list[
 
 
 def build_from_records(study: Study, grid: str | None, records: Results, outdir: Path,
-                       strategy: str = "best", extra=None) -> tuple[Report | None, str | None, list[Path]]:
+                       strategy: str = "best", extra=None, baseline: str | None = None
+                       ) -> tuple[Report | None, str | None, list[Path]]:
     """`build` over records already read from a store (`farm.store.base.SweepStore.records`)."""
     outdir.mkdir(parents=True, exist_ok=True)
     files = [write_results_file(records, outdir / schema.REPORT_RESULTS)]
     try:
-        report = report_for(records, study, strategy=strategy, grid=grid)
+        report = report_for(records, study, strategy=strategy, grid=grid, baseline=baseline)
     except UserError as exc:  # e.g. no eligible trial: the sweep still has its results
         return None, _why(exc), files
     if extra is not None:

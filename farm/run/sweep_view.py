@@ -33,7 +33,8 @@ def _flags_text(trial: Trial) -> str:
 
 
 def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "normal",
-                  measured: MeasuredDurations | None = None, durations_note: str | None = None) -> None:
+                  measured: MeasuredDurations | None = None, durations_note: str | None = None,
+                  start: str | None = None) -> None:
     """Every trial with its exact command line, one line each, ready to paste; nothing starts.
     `quiet`: the command lines alone; `json`: the trials and the grid's estimated cost as JSON;
     `measured`: an earlier sweep's durations for the GPU-hour estimate."""
@@ -85,6 +86,8 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "nor
         first = sum(rung_cost(rungs[0], t.gpus, rungs, {}, priors) for t in trials if not (fits.get(t.id) and not fits[t.id].fits))
         print(f"  rung 1 of every trial: ~{first:.1f} GPU-hours (the grid estimate's durations); a smaller budget "
               f"runs rung 1 for the trials it pays for, in grid order, and `--resume` with a larger one goes on")
+    if study.strategy == "local" and start is not None:
+        _print_local_start(study, grid, trials, start)
     for t in trials:
         print()
         print(f"{t.id}  {t.name or ''}".rstrip())
@@ -264,7 +267,7 @@ def _duration(seconds: float) -> str:
 def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tracking_uri, experiment, resume,
                    repeats: int, workdir: Path, command: str, only: set[str] | None = None,
                    strategy: str = "grid", budget_gpu_hours: float | None = None,
-                   pruned: dict[str, str] | None = None) -> None:
+                   pruned: dict[str, str] | None = None, start: str | None = None) -> None:
     from farm.run import driver  # ray and mlflow (seconds): not for --dry-run
     from farm.store import tracking  # mlflow, as above
 
@@ -331,15 +334,16 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
             console.print(head + f"pass {p.pass_index} ({p.runs} runs, {p.spent} of {p.budget} spent): {p.reason}",
                           markup=False)
 
-    def on_rung(p) -> None:
+    def on_rung(p) -> None:  # a halving rung, or a step of a local search
         elapsed = time.monotonic() - state["t0"]
+        what = "local search" if strategy == "local" else "halving"
         spent = f"{p.spent_gpu_hours:.3f} of {p.budget_gpu_hours:g}" if p.budget_gpu_hours is not None else f"{p.spent_gpu_hours:.3f}"
         if p.done:
-            console.print(f"[{elapsed:6.0f}s] halving done, {spent} GPU-hours spent: {p.reason}", markup=False)
+            console.print(f"[{elapsed:6.0f}s] {what} done, {spent} GPU-hours spent: {p.reason}", markup=False)
         else:
-            console.print(f"[{elapsed:6.0f}s] halving {p.reason} (~{p.estimate_gpu_hours:.3f} GPU-hours; "
+            console.print(f"[{elapsed:6.0f}s] {what} {p.reason} (~{p.estimate_gpu_hours:.3f} GPU-hours; "
                           f"{spent} spent)", markup=False)
-        state["halving"] = p
+        state["halving" if strategy != "local" else "local"] = p
 
     # Live progress for a person at a terminal only: never in --quiet or --json, nor into a pipe or a log.
     live = Live(get_renderable=lambda: Text(progress.line(), style="bold"), console=console, refresh_per_second=1,
@@ -351,7 +355,7 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
                                        on_event=on_event, on_sweep=on_sweep, on_pass=on_pass, on_ray=on_ray,
                                        on_schedule=on_schedule,
                                        only=only, strategy=strategy, budget_gpu_hours=budget_gpu_hours, pruned=pruned,
-                                       on_rung=on_rung)
+                                       on_rung=on_rung, start=start)
     except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read
         console.print("interrupted" + ("; resume with:" if state.get("sweep") else " before the sweep started"))
         if state.get("sweep"):
@@ -374,6 +378,20 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
 
     for line in record_check(uri, outcome.sweep_id, study, outcome.results):
         console.print(line, markup=False)
+    if strategy == "local":  # trials the search did not race are not pending: the search chose not to
+        from farm.analysis.local_search import path_lines
+        from farm.run.local_search import rung_study as step_study
+
+        search = state.get("local")
+        if search is not None:
+            for line in path_lines(search, {t.id: t.label for t in trials}):
+                console.print(line, markup=False)
+            if search.steps:
+                from farm.analysis.local_search import step_rung
+
+                first = step_rung(1, study.grid_primary_profile(grid), study.profiles[study.grid_primary_profile(grid)].requests)
+                study = step_study(study, first)
+        pending = []
     if strategy == "halving":  # a stopped trial is an answer, not a pending one; the rungs' profiles join the study
         from farm.analysis.halving import rung_study, study_rungs, summary_lines
 
@@ -383,3 +401,31 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
         study, pending = rung_study(study, study_rungs(study, grid, len(trials) - len(pruned or {}))), []
     finish(study, grid, outcome, uri, pending=pending,
            resume_line=resume_command(_without_trial_options(command), outcome.sweep_id) if pending else None)
+
+
+def _print_local_start(study: Study, grid: str, trials: list[Trial], start: str) -> None:
+    """Where a local search starts and what its first step races (nothing measured yet)."""
+    from farm.analysis.local_search import judged_text, Judged
+    from farm.run.local_search import estimates, plan_of
+
+    p = plan_of(study, grid, trials, start, [])
+    labels = {t.id: t.label for t in trials}
+    budget = f"budget {study.budget_gpu_hours:g} GPU-hours" if study.budget_gpu_hours else "no budget"
+    est = estimates(study, grid, [t for t in trials if t.id == start])
+    print(f"strategy local from {labels[start]} ({budget}; ~{est['step']:.3f} GPU-hours a raced trial, "
+          f"~{est['final']:.3f} a trial of the final comparison)")
+    if p.steps:
+        step = p.steps[-1]
+        print(f"  step 1 races {labels[start]} against {len(step.race) - 1} neighbour(s) at alpha {step.alpha:.3g} "
+              f"(Holm), {p.rung.repeats} runs each of {next(iter(p.rung.requests.values()))} requests of "
+              f"{next(iter(p.rung.profiles.values()))}:")
+        for tid in step.race[1:]:
+            from farm.analysis.local_search import neighbours as nbrs_of, coordinates
+            from farm.run.local_search import knob_flags
+
+            ranked = [t for t in trials if not t.node_control_of]
+            n = {x.trial: x for x in nbrs_of(start, ranked, coordinates(ranked, knob_flags(ranked)))}.get(tid)
+            if n is not None:
+                print(f"    {labels[tid]}: " + judged_text(Judged(neighbour=n, runs=0, why="to race")))
+    else:
+        print(f"  {p.reason}")

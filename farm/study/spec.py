@@ -63,10 +63,16 @@ class Study(_Strict):
         description="Run budget of repeats 'auto': benchmark runs (one profile, one repeat) the whole sweep may "
         "make, first pass included; default three times the first pass.",
     )
-    strategy: Literal["grid", "halving"] = Field(
+    strategy: Literal["grid", "halving", "local"] = Field(
         default="grid",
         description="grid: every trial of the grid, as planned; halving: successive halving over the grid, short "
-        "runs first, only trials not significantly worse than the leader go on (farm/analysis/halving.py).",
+        "runs first, only trials not significantly worse than the leader go on (farm/analysis/halving.py); "
+        "local: a guarded local search from `start` (farm/analysis/local_search.py).",
+    )
+    start: str | None = Field(
+        default=None,
+        description="With strategy local: where the search starts, a trial of the grid (name or id) or the serve "
+        "command run today (`vllm serve MODEL --flag ...`).",
     )
     budget_gpu_hours: float | None = Field(
         default=None, gt=0, le=1_000_000,
@@ -99,9 +105,13 @@ class Study(_Strict):
 
     @model_validator(mode="after")
     def _budget_needs_halving(self) -> "Study":
-        if self.budget_gpu_hours is not None and self.strategy != "halving":
-            raise _RefError("budget_gpu_hours", "only with strategy: halving (a grid sweep runs every trial, "
-                            "whatever the budget)")
+        if self.budget_gpu_hours is not None and self.strategy not in ("halving", "local"):
+            raise _RefError("budget_gpu_hours", "only with strategy: halving or local (a grid sweep runs every "
+                            "trial, whatever the budget)")
+        if self.strategy == "local" and not self.start:
+            raise _RefError("start", "strategy local starts from a trial or a serve command: set start (or --from)")
+        if self.start is not None and self.strategy != "local":
+            raise _RefError("start", "only with strategy: local")
         return self
 
     @field_validator("repeats", mode="before")

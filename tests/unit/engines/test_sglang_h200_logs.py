@@ -21,7 +21,7 @@ from tests.shape_config import SGLANG_STARTS, command_flags, shape_model_config
 ROOT = Path(__file__).resolve().parents[3]
 H200 = ROOT / "bench" / "h200" / "engine-logs"
 CONSTRUCTED = ROOT / "tests" / "fixtures" / "engine-logs" / "sglang-0.5.16-h200-constructed"
-HELP = ROOT / "tests" / "fixtures" / "engine-facts" / "sglang-0.5.16-help.txt"
+HELP = ROOT / "farm" / "engines" / "facts" / "sglang-0.5.16-help.txt"
 DEFAULT = H200 / "sglang-0.5.16-default-dummy-cold-start.log"
 MRR512 = H200 / "sglang-0.5.16-max-running-512-dummy-warm-start.log"
 FP8 = H200 / "sglang-0.5.16-fp8-dummy-warm-start.log"

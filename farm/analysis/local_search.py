@@ -1,0 +1,443 @@
+"""A guarded local search from the serve command a user runs today (pure).
+
+Users arrive with a command, not a blank page, and ask whether a better one exists and how sure
+farm is. The search starts there (the *incumbent*) and moves only on evidence:
+
+- **Neighbourhood.** The grid's trials that differ from the incumbent in exactly one coordinate
+  (a knob or a flag the grid varies, or the model variant): for a coordinate whose values are
+  numbers, the next value each side; for any other, every value. And the incumbent's coordinates
+  on each other engine of the grid. Trials raced before and not kept are not raced again.
+- **Racing.** Each step runs the incumbent again beside its neighbours, one after the other on
+  the same node, so each comparison is paired in time (the incumbent's own runs of the step are
+  its sample); runs are short (the primary profile at a third of its requests, like halving's
+  first rung), `STEP_REPEATS` each.
+- **Moving.** A neighbour replaces the incumbent only when it is significantly better at the
+  step's alpha: step k judges at `FAMILY_ALPHA / 2**k` (so all steps together spend at most
+  `FAMILY_ALPHA`), with Holm over the step's neighbours. When neighbours on several coordinates
+  are significantly better, the best one becomes the incumbent and their combination (each of
+  those coordinates at its winning value, where the grid has that trial) is raced in the next
+  step, where it must itself win.
+- **Stopping.** When no neighbour is significantly better (converged), or when the next step would
+  not fit the GPU-hour budget after what the final comparison needs (budget); the report says which.
+- **The answer.** The user's command against farm's pick on every profile of the grid with
+  `FINAL_REPEATS` runs each. If nothing beat the start, that is the answer, said as such, with the
+  nearest neighbours and their intervals.
+
+Everything is recomputed from what was measured (runs carry their step as `pass_index`), so a
+resumed sweep continues where the stored results say it stands.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from farm.analysis.halving import FINAL_REPEATS, MIN_REQUESTS, RUNG_MARK, Rung
+from farm.analysis.results import Status, TrialResult
+from farm.analysis.stats import relative_difference
+from farm.analysis.stats.verdict import holm
+from farm.study.repeats import FAMILY_ALPHA
+from farm.study.trial import Trial
+
+STEP_REPEATS = 3     # runs of each raced trial per step: with 2, Welch has one degree of freedom
+STEP_SHRINK = 3      # a step's runs are the primary profile at 1 / STEP_SHRINK of its requests
+ENGINE_AXIS = "engine"
+MODEL_AXIS = "model"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------------------------
+# where each trial sits
+
+
+def coordinates(trials: Sequence[Trial], knob_flags: Mapping[str, set[str]]) -> dict[str, dict[str, Any]]:
+    """Trial id -> its coordinates: the model variant, its knobs, and its flags that no knob
+    renders (`knob_flags`: trial id -> the flag names its knobs rendered). Flags every trial
+    shares are left out: they are no axis."""
+    raw: dict[str, dict[str, Any]] = {}
+    for t in trials:
+        c: dict[str, Any] = {MODEL_AXIS: t.model_key}
+        c.update({f"knob:{k}": _canon(v) for k, v in t.knobs.items()})
+        rendered = knob_flags.get(t.id, set())
+        c.update({f"--{k}": _canon(v) for k, v in t.flags.items() if k not in rendered})
+        raw[t.id] = c
+    keys = {k for c in raw.values() for k in c}
+    varying = {k for k in keys if len({repr(c.get(k)) for c in raw.values()}) > 1}
+    return {tid: {k: c.get(k) for k in sorted(varying)} for tid, c in raw.items()}
+
+
+def _canon(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _canon(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_canon(v) for v in value)
+    return value
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _ordered_values(axis: str, coords: Mapping[str, Mapping[str, Any]]) -> list[Any] | None:
+    """The axis's values in order when they are numbers (None, "not set", sorts first: the
+    engine's default); None for an axis of names or switches."""
+    values = {c.get(axis) for c in coords.values()}
+    numbers = [v for v in values if v is not None]
+    if not numbers or not all(_number(v) for v in numbers):
+        return None
+    return ([None] if None in values else []) + sorted(numbers)
+
+
+class Neighbour(_Strict):
+    trial: str
+    axis: str = Field(description="The coordinate it changes (`knob:<name>`, `--<flag>`, model, engine).")
+    value: Any = Field(description="Its value there.")
+    was: Any = Field(default=None, description="The incumbent's value there.")
+
+
+def neighbours(incumbent: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, Any]]) -> list[Neighbour]:
+    """The incumbent's neighbours among `trials` (see the module's docstring)."""
+    by_id = {t.id: t for t in trials}
+    me, here = by_id[incumbent], coords[incumbent]
+    same_engine = {t.id: coords[t.id] for t in trials if t.engine == me.engine and not t.node_control_of}
+    out: list[Neighbour] = []
+    for tid, c in same_engine.items():
+        if tid == incumbent:
+            continue
+        diff = [k for k in here.keys() | c.keys() if here.get(k) != c.get(k)]
+        if len(diff) != 1:
+            continue
+        axis = diff[0]
+        order = _ordered_values(axis, same_engine)
+        if order is not None:
+            i, j = order.index(here.get(axis)), order.index(c.get(axis))
+            if abs(i - j) != 1:
+                continue
+        out.append(Neighbour(trial=tid, axis=axis, value=c.get(axis), was=here.get(axis)))
+    for t in trials:
+        if t.engine != me.engine and not t.node_control_of and coords[t.id] == here:
+            out.append(Neighbour(trial=t.id, axis=ENGINE_AXIS, value=t.engine, was=me.engine))
+    return sorted(out, key=lambda n: (n.axis, repr(n.value)))
+
+
+def combination(incumbent: str, winners: Sequence[Neighbour], trials: Sequence[Trial],
+                coords: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The grid's trial with each winner's coordinate at its value, the rest the incumbent's."""
+    if len({w.axis for w in winners}) < 2:
+        return None
+    engine = next(t.engine for t in trials if t.id == incumbent)
+    wanted = dict(coords[incumbent])
+    for w in winners:
+        if w.axis == ENGINE_AXIS:
+            return None  # another engine is not a coordinate to combine
+        wanted[w.axis] = w.value
+    return next((t.id for t in trials if t.engine == engine and coords[t.id] == wanted), None)
+
+
+# --------------------------------------------------------------------------------------
+# steps
+
+
+def step_alpha(index: int, alpha: float = FAMILY_ALPHA) -> float:
+    """Step k judges at alpha / 2^k: every step together spends at most `alpha`."""
+    return alpha / 2 ** index
+
+
+def step_rung(index: int, primary: str, requests: int) -> Rung:
+    """Step `index`'s runs: the primary profile, shortened, `STEP_REPEATS` each. Every step runs
+    the same shortened profile (named as halving's first rung); its runs carry the step as their pass."""
+    short = max(min(MIN_REQUESTS, requests), int(round(requests / STEP_SHRINK)))
+    name = f"{primary}{RUNG_MARK}1"
+    return Rung(index=index, profiles={name: primary}, requests={name: short}, repeats=STEP_REPEATS,
+                alpha=step_alpha(index), primary=name)
+
+
+def final_rung(index: int, profiles: Sequence[str], primary: str, requests: Mapping[str, int]) -> Rung:
+    """The final comparison: every profile of the grid in full, `FINAL_REPEATS` runs each."""
+    return Rung(index=index, profiles={p: p for p in profiles}, requests={p: requests[p] for p in profiles},
+                repeats=FINAL_REPEATS, alpha=FAMILY_ALPHA, primary=primary, last=True)
+
+
+class Judged(_Strict):
+    """One neighbour against the incumbent in one step."""
+
+    neighbour: Neighbour
+    runs: int
+    relative_pct: float | None = None
+    ci_low_pct: float | None = None
+    ci_high_pct: float | None = None
+    p_holm: float | None = None
+    better: bool = False
+    why: str
+
+
+class Step(_Strict):
+    """One step of the search: who raced, what each neighbour showed, where the search went."""
+
+    index: int
+    incumbent: str
+    race: list[str] = Field(description="Trial ids run this step, the incumbent first.")
+    alpha: float
+    incumbent_runs: int = 0
+    judged: list[Judged] = Field(default_factory=list)
+    combination: str | None = Field(default=None, description="Raced as the combination of the step before's winners.")
+    outcome: str = Field(default="pending", description="moved, converged, or pending (not measured yet).")
+    moved_to: str | None = None
+
+
+class SearchPlan(_Strict):
+    """What to run next, or why the search is done; the path so far."""
+
+    start: str
+    incumbent: str
+    steps: list[Step] = Field(default_factory=list)
+    done: bool = False
+    stop: str | None = Field(default=None, description="converged, budget or failed, once the search is over.")
+    reason: str = ""
+    rung: Rung | None = Field(default=None, description="What the next jobs run.")
+    trials: list[str] = Field(default_factory=list, description="Trial ids of the next jobs.")
+    final: bool = Field(default=False, description="The next jobs (or the done plan's last) are the final comparison.")
+    spent_gpu_hours: float = 0.0
+    spent_by_phase: dict[str, float] = Field(default_factory=dict, description="search / final -> GPU-hours.")
+    budget_gpu_hours: float | None = None
+    estimate_gpu_hours: float = 0.0
+
+
+def samples_of(results: Sequence[TrialResult], rung: Rung, min_success_rate: float = 0.0) -> dict[str, list[float]]:
+    """Trial id -> the total tok/s of its runs of `rung` (its primary, its pass)."""
+    out: dict[str, list[float]] = {}
+    for res in results:
+        for run in res.runs:
+            if run.pass_index != rung.index or run.profile != rung.primary:
+                continue
+            m = run.metrics
+            if run.status == Status.ok and m is not None and m.total_tps is not None and \
+                    (m.success_rate is None or m.success_rate >= min_success_rate):
+                out.setdefault(res.trial.id, []).append(float(m.total_tps))
+    return out
+
+
+def _ran(results: Sequence[TrialResult], index: int) -> set[str]:
+    return {r.trial.id for r in results if any(run.pass_index == index for run in r.runs)
+            or any(s.pass_index == index for s in r.spans)}
+
+
+def _judge(step: Step, nbrs: Mapping[str, Neighbour], samples: Mapping[str, list[float]]) -> list[Judged]:
+    base = samples.get(step.incumbent, [])
+    rows, tests = [], []
+    for tid in step.race[1:]:
+        n = nbrs[tid]
+        mine = samples.get(tid, [])
+        if len(mine) < 2 or len(base) < 2:
+            rows.append(Judged(neighbour=n, runs=len(mine), why="no usable runs" if not mine else
+                               f"{len(mine)} run(s) against the incumbent's {len(base)}: no test"))
+            continue
+        d = relative_difference(mine, base, confidence=1 - step.alpha)
+        rows.append(Judged(neighbour=n, runs=len(mine), relative_pct=None if d.relative is None else d.relative * 100,
+                           ci_low_pct=None if d.ci_low is None else d.ci_low * 100,
+                           ci_high_pct=None if d.ci_high is None else d.ci_high * 100, why=""))
+        tests.append((len(rows) - 1, d))
+    adjusted = holm([d.p_value if d.p_value is not None else 1.0 for _, d in tests]) if tests else []
+    for (i, d), p in zip(tests, adjusted):
+        row = rows[i]
+        better = p < step.alpha and (d.relative or 0) > 0
+        rows[i] = row.model_copy(update={"p_holm": p, "better": better, "why": (
+            f"significantly better (Holm p = {p:.3g} < {step.alpha:.3g})" if better else
+            f"not significantly better (Holm p = {p:.3g} >= {step.alpha:.3g})" if (d.relative or 0) > 0 else
+            f"slower ({(d.relative or 0) * 100:+.1f} %)")})
+    return rows
+
+
+def _held_gpu_hours(results: Sequence[TrialResult], index: int | None = None) -> float:
+    total = 0.0
+    for r in results:
+        for span in r.held_spans():
+            if index is None or span.pass_index == index:
+                total += span.seconds * max(r.trial.gpus, 1) / 3600
+    return total
+
+
+def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, Any]],
+         results: Sequence[TrialResult], *, primary: str, requests: Mapping[str, int], profiles: Sequence[str],
+         budget_gpu_hours: float | None, trial_estimate_gpu_hours: Mapping[str, float],
+         min_success_rate: float = 0.0) -> SearchPlan:
+    """The search so far, replayed from `results`, and what to run next (see the module docstring).
+
+    `trial_estimate_gpu_hours(kind)`: the cost of one trial's job in a step ("step") and in the
+    final comparison ("final"), before anything measured it (the grid estimate's durations)."""
+    by_id = {t.id: t for t in trials}
+    incumbent, raced = start, {start}
+    steps: list[Step] = []
+    pending_combination: str | None = None
+    index = 1
+    spent = _held_gpu_hours(results)
+    p = SearchPlan(start=start, incumbent=start, budget_gpu_hours=budget_gpu_hours, spent_gpu_hours=spent)
+    stop, reason = None, ""
+    while True:
+        rung = step_rung(index, primary, requests[primary])
+        nbrs = {n.trial: n for n in neighbours(incumbent, trials, coords) if n.trial not in raced}
+        if pending_combination and pending_combination not in nbrs and pending_combination != incumbent:
+            axis = ", ".join(sorted({k for k in coords[incumbent] if coords[incumbent][k] != coords[pending_combination].get(k)}))
+            nbrs[pending_combination] = Neighbour(trial=pending_combination, axis=axis or "combination",
+                                                  value="combined", was=None)
+        race = [incumbent] + sorted(nbrs, key=lambda t: by_id[t].index)
+        step = Step(index=index, incumbent=incumbent, race=race, alpha=rung.alpha, combination=pending_combination)
+        if len(race) == 1:
+            stop, reason = "converged", f"the incumbent has no neighbour left to race (step {index})"
+            break
+        ran = _ran(results, index)
+        if not set(race) <= ran:
+            # Not measured (or only in part): the next jobs, if the budget pays for them.
+            todo = [t for t in race if t not in ran]
+            per_trial = _per_trial_cost(results, [s.index for s in steps], trial_estimate_gpu_hours["step"])
+            final_cost = 2 * trial_estimate_gpu_hours["final"]
+            estimate = per_trial * len(todo)
+            if budget_gpu_hours is not None and spent + estimate + final_cost > budget_gpu_hours and not ran:
+                stop, reason = "budget", (f"step {index} (~{estimate:.2f} GPU-hours for {len(todo)} trial(s)) and the "
+                                          f"final comparison (~{final_cost:.2f}) do not fit what is left of the "
+                                          f"{budget_gpu_hours:g} GPU-hour budget ({spent:.2f} spent)")
+                break
+            steps.append(step)
+            p = p.model_copy(update={"steps": steps, "incumbent": incumbent, "rung": rung, "trials": todo,
+                                     "estimate_gpu_hours": estimate,
+                                     "reason": f"step {index}: {incumbent} against {len(race) - 1} neighbour(s)"})
+            return _with_spend(p, results)
+        samples = samples_of(results, rung, min_success_rate)
+        step = step.model_copy(update={"incumbent_runs": len(samples.get(incumbent, [])),
+                                       "judged": _judge(step, nbrs, samples)})
+        raced |= set(race)
+        if step.incumbent_runs < 2:
+            step = step.model_copy(update={"outcome": "failed"})
+            steps.append(step)
+            stop, reason = "failed", f"step {index}: the incumbent gave {step.incumbent_runs} usable run(s)"
+            break
+        winners = sorted((j for j in step.judged if j.better), key=lambda j: -(j.relative_pct or 0))
+        if not winners:
+            step = step.model_copy(update={"outcome": "converged"})
+            steps.append(step)
+            stop, reason = "converged", f"step {index}: no neighbour of {incumbent} is significantly better"
+            break
+        best = winners[0].neighbour.trial
+        pending_combination = combination(incumbent, [w.neighbour for w in winners], trials, coords)
+        if pending_combination in raced:
+            pending_combination = None
+        steps.append(step.model_copy(update={"outcome": "moved", "moved_to": best}))
+        incumbent = best
+        index += 1
+    p = p.model_copy(update={"steps": steps, "incumbent": incumbent, "stop": stop})
+    # The final comparison: the start against the pick on every profile, unless they are one.
+    if incumbent == start:
+        return _with_spend(p.model_copy(update={"done": True, "reason": reason + "; nothing beat the start"}), results)
+    final = final_rung(max(s.index for s in steps) + 1, profiles, primary, requests)
+    ran = _ran(results, final.index)
+    todo = [t for t in (start, incumbent) if t not in ran]
+    if todo:
+        return _with_spend(p.model_copy(update={"rung": final, "trials": todo, "final": True, "reason": reason + (
+            f"; the final comparison: the start against {incumbent} on every profile")}), results)
+    return _with_spend(p.model_copy(update={"done": True, "final": True, "rung": final, "reason": reason}), results)
+
+
+def _per_trial_cost(results: Sequence[TrialResult], indexes: Sequence[int], prior: float) -> float:
+    spans = [s.seconds * max(r.trial.gpus, 1) / 3600 for r in results for s in r.held_spans() if s.pass_index in indexes]
+    return max(spans) if spans else prior
+
+
+def _with_spend(p: SearchPlan, results: Sequence[TrialResult]) -> SearchPlan:
+    final_index = p.rung.index if p.final and p.rung else math.inf
+    by_phase = {"search": 0.0, "final": 0.0}
+    for r in results:
+        for span in r.held_spans():
+            phase = "final" if span.pass_index >= final_index else "search"
+            by_phase[phase] += span.seconds * max(r.trial.gpus, 1) / 3600
+    return p.model_copy(update={"spent_by_phase": by_phase, "spent_gpu_hours": sum(by_phase.values())})
+
+
+# --------------------------------------------------------------------------------------
+# the answer: the user's command against farm's pick
+
+
+class ProfileDelta(_Strict):
+    profile: str
+    start_runs: int
+    pick_runs: int
+    start_mean: float | None = None
+    pick_mean: float | None = None
+    relative_pct: float | None = None
+    ci_low_pct: float | None = None
+    ci_high_pct: float | None = None
+    p_holm: float | None = None
+    significant: bool | None = None
+
+
+def final_comparison(p: SearchPlan, results: Sequence[TrialResult], confidence: float = 1 - FAMILY_ALPHA) -> list[ProfileDelta]:
+    """Farm's pick against the start on each profile of the final comparison (Holm over the profiles)."""
+    if not (p.final and p.rung is not None and p.incumbent != p.start):
+        return []
+    rows, tests = [], []
+    for name in p.rung.profiles:
+        profile_rung = p.rung.model_copy(update={"primary": name})
+        s = samples_of(results, profile_rung)
+        a, b = s.get(p.incumbent, []), s.get(p.start, [])
+        row = ProfileDelta(profile=name, start_runs=len(b), pick_runs=len(a),
+                           start_mean=sum(b) / len(b) if b else None, pick_mean=sum(a) / len(a) if a else None)
+        if len(a) >= 2 and len(b) >= 2:
+            d = relative_difference(a, b, confidence=confidence)
+            row = row.model_copy(update={"relative_pct": None if d.relative is None else d.relative * 100,
+                                         "ci_low_pct": None if d.ci_low is None else d.ci_low * 100,
+                                         "ci_high_pct": None if d.ci_high is None else d.ci_high * 100})
+            tests.append((len(rows), d))
+        elif a and b:
+            row = row.model_copy(update={"relative_pct": (row.pick_mean / row.start_mean - 1) * 100})
+        rows.append(row)
+    adjusted = holm([d.p_value if d.p_value is not None else 1.0 for _, d in tests]) if tests else []
+    for (i, d), ph in zip(tests, adjusted):
+        rows[i] = rows[i].model_copy(update={"p_holm": ph, "significant": ph < 1 - confidence})
+    return rows
+
+
+def _axis_text(n: Neighbour) -> str:
+    def show(v: Any) -> str:
+        if v is None:
+            return "default"
+        if isinstance(v, tuple):
+            return "{" + ", ".join(f"{k}: {show(x)}" for k, x in v) + "}" if v and isinstance(v[0], tuple) else str(v)
+        return str(v)
+
+    axis = n.axis.removeprefix("knob:")
+    if n.value == "combined":
+        return f"{axis} combined"
+    return f"{axis} {show(n.was)} -> {show(n.value)}"
+
+
+def judged_text(j: Judged) -> str:
+    if j.relative_pct is None:
+        return f"{_axis_text(j.neighbour)}: {j.why}"
+    ci = "" if j.ci_low_pct is None else f" [{j.ci_low_pct:+.1f}, {j.ci_high_pct:+.1f}]"
+    return f"{_axis_text(j.neighbour)}: {j.relative_pct:+.1f} %{ci}, {j.why}"
+
+
+def path_lines(p: SearchPlan, labels: Mapping[str, str] | None = None) -> list[str]:
+    """The search's path, one line a step and one per neighbour, then where it ended and why."""
+    labels = labels or {}
+    name = lambda t: labels.get(t, t)  # noqa: E731
+    budget = "no budget" if p.budget_gpu_hours is None else f"budget {p.budget_gpu_hours:g} GPU-hours"
+    out = [f"local search from {name(p.start)} ({budget}, {p.spent_gpu_hours:.3f} GPU-hours spent: "
+           + ", ".join(f"{k} {v:.3f}" for k, v in p.spent_by_phase.items()) + ")"]
+    for s in p.steps:
+        head = f"  step {s.index} (alpha {s.alpha:.3g}, Holm over {len(s.race) - 1}): {name(s.incumbent)} ({s.incumbent_runs} runs)"
+        out.append(head + {"moved": f" -> moved to {name(s.moved_to or '')}", "converged": " -> stays: converged",
+                           "failed": " -> failed", "pending": " -> not measured yet"}[s.outcome])
+        out += [f"    {name(j.neighbour.trial)}: {judged_text(j)}" for j in s.judged]
+    if p.done:
+        ended = {"converged": "no neighbour is significantly better", "budget": "the budget ran out",
+                 "failed": "a step measured nothing usable"}.get(p.stop or "", p.stop or "")
+        verdict = ("nothing beat the start: it is the answer" if p.incumbent == p.start else
+                   f"farm's pick: {name(p.incumbent)}")
+        out.append(f"  ended: {ended} ({p.reason}); {verdict}")
+    return out

@@ -1,0 +1,138 @@
+"""The guarded local search, replayed from what was measured (farm/analysis/local_search.py):
+its neighbourhood, when it moves, what it spends, and its answer."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from farm.analysis import local_search as ls
+from farm.analysis.results import HeldSpan, ProfileRun, RunMetrics, Status, TrialResult
+from farm.study.trial import Trial
+
+PRIMARY = "chat"
+REQUESTS = {"chat": 48, "gen": 16}
+
+
+def _grid(axes: dict[str, list], engine: str = "mock") -> list[Trial]:
+    out = []
+    for i, values in enumerate(itertools.product(*axes.values())):
+        flags = dict(zip(axes, values))
+        tid = f"{engine}-" + "-".join(str(v) for v in values)
+        out.append(Trial(id=tid, engine=engine, model_key="m", model="m", flags=flags, profiles=[PRIMARY, "gen"],
+                         index=i))
+    return out
+
+
+def _coords(trials):
+    return ls.coordinates(trials, {})
+
+
+def _metrics(tps: float) -> RunMetrics:
+    return RunMetrics(successful_requests=10, total_requests=10, success_rate=1.0, duration_s=10, total_input_tokens=1,
+                      total_output_tokens=1, request_throughput=1, output_tps=tps / 2, total_tps=tps)
+
+
+def _result(trial: Trial, runs: list[tuple[int, str, float]], seconds: float = 100.0) -> TrialResult:
+    """runs: (step, profile, total tok/s); one held span per step."""
+    steps = sorted({s for s, _, _ in runs})
+    return TrialResult(sweep_id="s", trial=trial, status=Status.ok, started_at=0.0, finished_at=seconds * len(steps),
+                       runs=[ProfileRun(profile=p, repeat=i, status=Status.ok, metrics=_metrics(v), pass_index=s)
+                             for i, (s, p, v) in enumerate(runs)],
+                       spans=[HeldSpan(pass_index=s, started_at=0.0, finished_at=seconds) for s in steps])
+
+
+def _plan(start, trials, results, budget=None, est=None):
+    return ls.plan(start, trials, _coords(trials), results, primary=PRIMARY, requests=REQUESTS,
+                   profiles=[PRIMARY, "gen"], budget_gpu_hours=budget,
+                   trial_estimate_gpu_hours=est or {"step": 0.01, "final": 0.02})
+
+
+STEP = f"{PRIMARY}.rung1"
+
+
+def test_neighbours_are_one_coordinate_away_and_the_next_value_on_an_ordered_axis():
+    trials = _grid({"batch": [None, 4096, 8192, 16384], "mode": ["a", "b", "c"]})
+    nbrs = {(n.axis, n.value) for n in ls.neighbours("mock-4096-a", trials, _coords(trials))}
+    # numbers: the next value each side (the engine default, None, sorts first); names: every other value
+    assert nbrs == {("--batch", None), ("--batch", 8192), ("--mode", "b"), ("--mode", "c")}
+
+
+def test_the_same_coordinates_on_another_engine_are_a_neighbour():
+    trials = _grid({"batch": [1, 2]}) + [t.model_copy(update={"index": 10 + t.index}) for t in _grid({"batch": [1, 2]}, "other")]
+    nbrs = {(n.trial, n.axis) for n in ls.neighbours("mock-1", trials, _coords(trials))}
+    assert nbrs == {("mock-2", "--batch"), ("other-1", "engine")}
+
+
+def test_step_k_spends_alpha_over_two_to_the_k():
+    alphas = [ls.step_alpha(k) for k in range(1, 30)]
+    assert alphas[0] == pytest.approx(0.025) and sum(alphas) < 0.05
+
+
+def test_nothing_measured_yet_races_the_start_against_its_neighbours_on_a_short_primary():
+    trials = _grid({"x": [1, 2, 3]})
+    p = _plan("mock-2", trials, [])
+    assert not p.done and p.trials == ["mock-2", "mock-1", "mock-3"]
+    assert p.rung.profiles == {STEP: PRIMARY} and p.rung.requests[STEP] == 16 and p.rung.repeats == 3
+
+
+def test_a_significantly_better_neighbour_replaces_the_start_and_the_search_goes_on():
+    trials = _grid({"x": [1, 2, 3]})
+    by = {t.id: t for t in trials}
+    results = [_result(by["mock-2"], [(1, STEP, v) for v in (100, 101, 99)]),
+               _result(by["mock-1"], [(1, STEP, v) for v in (80, 81, 79)]),
+               _result(by["mock-3"], [(1, STEP, v) for v in (130, 131, 129)])]
+    p = _plan("mock-2", trials, results)
+    assert p.steps[0].outcome == "moved" and p.steps[0].moved_to == "mock-3"
+    judged = {j.neighbour.trial: j for j in p.steps[0].judged}
+    assert judged["mock-3"].better and not judged["mock-1"].better and "slower" in judged["mock-1"].why
+    # mock-3 has no neighbour left that was not raced: the search ends, and the final comparison is next
+    assert p.stop == "converged" and p.final and sorted(p.trials) == ["mock-2", "mock-3"]
+    assert set(p.rung.profiles) == {PRIMARY, "gen"} and p.rung.repeats == 3
+
+
+def test_a_lead_within_the_noise_does_not_move_the_search():
+    trials = _grid({"x": [1, 2]})
+    by = {t.id: t for t in trials}
+    results = [_result(by["mock-1"], [(1, STEP, v) for v in (100, 110, 90)]),
+               _result(by["mock-2"], [(1, STEP, v) for v in (104, 114, 94)])]
+    p = _plan("mock-1", trials, results)
+    assert p.done and p.incumbent == "mock-1" and p.stop == "converged" and not p.final
+    assert "nothing beat the start" in p.reason
+
+
+def test_two_improving_axes_race_their_combination_which_must_win_itself():
+    trials = _grid({"a": [0, 1], "b": [0, 1]})
+    by = {t.id: t for t in trials}
+    results = [_result(by["mock-0-0"], [(1, STEP, v) for v in (100, 101, 99)]),
+               _result(by["mock-1-0"], [(1, STEP, v) for v in (120, 121, 119)]),
+               _result(by["mock-0-1"], [(1, STEP, v) for v in (110, 111, 109)])]
+    p = _plan("mock-0-0", trials, results)
+    assert p.steps[0].moved_to == "mock-1-0"
+    step2 = p.steps[1]
+    assert step2.combination == "mock-1-1" and step2.race == ["mock-1-0", "mock-1-1"]
+
+
+def test_a_step_the_budget_cannot_pay_for_ends_the_search_with_the_final_comparison_reserved():
+    trials = _grid({"x": [1, 2, 3]})
+    p = _plan("mock-2", trials, [], budget=0.05, est={"step": 0.01, "final": 0.02})
+    # 3 raced trials (0.03) + the final comparison of two (0.04) > 0.05
+    assert p.done and p.stop == "budget" and p.incumbent == "mock-2" and "budget" in p.reason
+
+
+def test_the_final_comparison_gives_each_profile_an_interval():
+    trials = _grid({"x": [1, 2]})
+    by = {t.id: t for t in trials}
+    results = [_result(by["mock-1"], [(1, STEP, v) for v in (100, 101, 99)] + [(2, p, v) for p in (PRIMARY, "gen")
+                                                                                for v in (100, 102, 98)]),
+               _result(by["mock-2"], [(1, STEP, v) for v in (150, 151, 149)] + [(2, p, v) for p in (PRIMARY, "gen")
+                                                                                for v in (150, 153, 147)])]
+    p = _plan("mock-1", trials, results)
+    assert p.done and p.final and p.incumbent == "mock-2"
+    rows = {d.profile: d for d in ls.final_comparison(p, results)}
+    assert set(rows) == {PRIMARY, "gen"}
+    assert all(d.significant and d.ci_low_pct > 30 and d.pick_runs == d.start_runs == 3 for d in rows.values())
+    assert p.spent_by_phase["final"] > 0 and p.spent_by_phase["search"] > 0
+    lines = ls.path_lines(p)
+    assert lines[-1].startswith("  ended: no neighbour") and "farm's pick: mock-2" in lines[-1]
