@@ -17,8 +17,10 @@ farm is. The search starts there (the *incumbent*) and moves only on evidence:
   are significantly better, the best one becomes the incumbent and their combination (each of
   those coordinates at its winning value, where the grid has that trial) is raced in the next
   step, where it must itself win.
-- **Stopping.** When no neighbour is significantly better (converged), or when the next step would
-  not fit the GPU-hour budget after what the final comparison needs (budget); the report says which.
+- **Stopping.** When no neighbour is significantly better (converged), or when the budget pays for
+  no more racing (budget: it is the search's; the final comparison comes on top, and the dry run
+  says what it costs); the report says which. A step the budget pays for only in part races the
+  incumbent and the neighbours it pays for, in grid order, and names the others.
 - **The answer.** The user's command against farm's pick on every profile of the grid with
   `FINAL_REPEATS` runs each. If nothing beat the start, that is the answer, said as such, with the
   nearest neighbours and their intervals.
@@ -56,14 +58,16 @@ class _Strict(BaseModel):
 # where each trial sits
 
 
-def coordinates(trials: Sequence[Trial], knob_flags: Mapping[str, set[str]]) -> dict[str, dict[str, Any]]:
-    """Trial id -> its coordinates: the model variant, its knobs, and its flags that no knob
+def coordinates(trials: Sequence[Trial], knob_flags: Mapping[str, set[str]],
+                knobs: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """Trial id -> its coordinates: the model variant, its knobs (`knobs`: trial id -> the knobs
+    that change what the engine is given, default: every knob), and its flags that no knob
     renders (`knob_flags`: trial id -> the flag names its knobs rendered). Flags every trial
-    shares are left out: they are no axis."""
+    shares are left out: they are no axis; a knob a trial does not set is None (the default)."""
     raw: dict[str, dict[str, Any]] = {}
     for t in trials:
         c: dict[str, Any] = {MODEL_AXIS: t.model_key}
-        c.update({f"knob:{k}": _canon(v) for k, v in t.knobs.items()})
+        c.update({f"knob:{k}": _canon(v) for k, v in (knobs[t.id] if knobs is not None else t.knobs).items()})
         rendered = knob_flags.get(t.id, set())
         c.update({f"--{k}": _canon(v) for k, v in t.flags.items() if k not in rendered})
         raw[t.id] = c
@@ -187,6 +191,7 @@ class Step(_Strict):
     incumbent_runs: int = 0
     judged: list[Judged] = Field(default_factory=list)
     combination: str | None = Field(default=None, description="Raced as the combination of the step before's winners.")
+    unraced: list[str] = Field(default_factory=list, description="Neighbours the budget did not pay for.")
     outcome: str = Field(default="pending", description="moved, converged, or pending (not measured yet).")
     moved_to: str | None = None
 
@@ -286,27 +291,38 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
             axis = ", ".join(sorted({k for k in coords[incumbent] if coords[incumbent][k] != coords[pending_combination].get(k)}))
             nbrs[pending_combination] = Neighbour(trial=pending_combination, axis=axis or "combination",
                                                   value="combined", was=None)
-        race = [incumbent] + sorted(nbrs, key=lambda t: by_id[t].index)
-        step = Step(index=index, incumbent=incumbent, race=race, alpha=rung.alpha, combination=pending_combination)
-        if len(race) == 1:
-            stop, reason = "converged", f"the incumbent has no neighbour left to race (step {index})"
+        ordered = sorted(nbrs, key=lambda t: by_id[t].index)
+        if not ordered:
+            steps_done = f" (step {index})" if steps else ""
+            stop, reason = "converged", f"the incumbent has no neighbour left to race{steps_done}"
             break
+        # What the budget pays for: the incumbent and as many neighbours as fit (in grid order)
+        # beside the final comparison, at what earlier steps cost (their own spend, not this one's,
+        # so a step resumed midway races the same trials).
+        spent_before = sum(_held_gpu_hours(results, s.index) for s in steps)
+        per_trial = _per_trial_cost(results, [s.index for s in steps], trial_estimate_gpu_hours["step"])
+        unraced: list[str] = []
+        if budget_gpu_hours is not None:
+            fits = int((budget_gpu_hours - spent_before) / per_trial + 1e-9) if per_trial > 0 else len(ordered) + 1
+            if fits < 2:
+                stop, reason = "budget", (f"step {index} (~{per_trial:.2f} GPU-hours a trial, at least 2) does not fit "
+                                          f"what is left of the {budget_gpu_hours:g} GPU-hour budget "
+                                          f"({spent_before:.2f} spent)")
+                break
+            ordered, unraced = ordered[:fits - 1], ordered[fits - 1:]
+        race = [incumbent] + ordered
+        step = Step(index=index, incumbent=incumbent, race=race, alpha=rung.alpha, combination=pending_combination,
+                    unraced=unraced)
         ran = _ran(results, index)
         if not set(race) <= ran:
-            # Not measured (or only in part): the next jobs, if the budget pays for them.
+            # Not measured (or only in part): the next jobs.
             todo = [t for t in race if t not in ran]
-            per_trial = _per_trial_cost(results, [s.index for s in steps], trial_estimate_gpu_hours["step"])
-            final_cost = 2 * trial_estimate_gpu_hours["final"]
             estimate = per_trial * len(todo)
-            if budget_gpu_hours is not None and spent + estimate + final_cost > budget_gpu_hours and not ran:
-                stop, reason = "budget", (f"step {index} (~{estimate:.2f} GPU-hours for {len(todo)} trial(s)) and the "
-                                          f"final comparison (~{final_cost:.2f}) do not fit what is left of the "
-                                          f"{budget_gpu_hours:g} GPU-hour budget ({spent:.2f} spent)")
-                break
             steps.append(step)
+            left = f", {len(unraced)} left for want of budget" if unraced else ""
             p = p.model_copy(update={"steps": steps, "incumbent": incumbent, "rung": rung, "trials": todo,
                                      "estimate_gpu_hours": estimate,
-                                     "reason": f"step {index}: {incumbent} against {len(race) - 1} neighbour(s)"})
+                                     "reason": f"step {index}: {incumbent} against {len(race) - 1} neighbour(s){left}"})
             return _with_spend(p, results)
         samples = samples_of(results, rung, min_success_rate)
         step = step.model_copy(update={"incumbent_runs": len(samples.get(incumbent, [])),
@@ -318,6 +334,12 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
             stop, reason = "failed", f"step {index}: the incumbent gave {step.incumbent_runs} usable run(s)"
             break
         winners = sorted((j for j in step.judged if j.better), key=lambda j: -(j.relative_pct or 0))
+        if not winners and step.unraced:
+            step = step.model_copy(update={"outcome": "converged"})
+            steps.append(step)
+            stop, reason = "budget", (f"step {index}: no raced neighbour of {incumbent} is significantly better, and "
+                                      f"{len(step.unraced)} were not raced for want of budget")
+            break
         if not winners:
             step = step.model_copy(update={"outcome": "converged"})
             steps.append(step)
@@ -434,6 +456,8 @@ def path_lines(p: SearchPlan, labels: Mapping[str, str] | None = None) -> list[s
         out.append(head + {"moved": f" -> moved to {name(s.moved_to or '')}", "converged": " -> stays: converged",
                            "failed": " -> failed", "pending": " -> not measured yet"}[s.outcome])
         out += [f"    {name(j.neighbour.trial)}: {judged_text(j)}" for j in s.judged]
+        if s.unraced:
+            out.append(f"    not raced (budget): {', '.join(name(t) for t in s.unraced)}")
     if p.done:
         ended = {"converged": "no neighbour is significantly better", "budget": "the budget ran out",
                  "failed": "a step measured nothing usable"}.get(p.stop or "", p.stop or "")

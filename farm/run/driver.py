@@ -292,6 +292,8 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
     scheduled = strategy not in ("halving", "local") and not study.grids[grid].ordered and all(
         t.gpus for t in trials if only is None or t.id in only)
     measured, estimates = estimate.schedule_durations(tracking_uri, study, resume) if scheduled else (None, None)
+    # A local search prices its steps at what the study's earlier sweep (or this one) measured.
+    search_durations = estimate.schedule_durations(tracking_uri, study, resume)[0] if strategy == "local" else None
     started_ray = False
     if not ray.is_initialized():
         if is_client_address(address):
@@ -371,7 +373,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                     (pass_event if again else on_event)(kind, job, result)
 
                 _run_local(study, grid, trials, start=start, tracking_uri=tracking_uri, exp_id=exp_id,
-                           sweep_id=sweep_id, make_job=make_job, on_step=on_rung,
+                           sweep_id=sweep_id, make_job=make_job, on_step=on_rung, measured=search_durations,
                            run_jobs=lambda js, on_result: run_trials(
                                js, max_in_flight=max_in_flight, max_retries=study.max_retries,
                                on_event=lambda k, j, r: step_event(k, j, r, on_result), log_lost=lambda r: None))

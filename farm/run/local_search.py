@@ -21,7 +21,7 @@ from farm.analysis.outcome import TRANSIENT
 from farm.analysis.results import HeldSpan, Status, TrialResult
 from farm.run.halving import BUDGET_TAG, STRATEGY_TAG
 from farm.store import tracking
-from farm.study.grid import RUN_OVERHEAD_S, run_seconds, trial_starts
+from farm.study.grid import RUN_OVERHEAD_S, MeasuredDurations, run_seconds, trial_starts
 from farm.study.spec import Study
 from farm.study.trial import Trial
 
@@ -35,37 +35,78 @@ def knob_flags(trials: list[Trial]) -> dict[str, set[str]]:
 
     out = {}
     for t in trials:
-        knobs = {k: v for k, v in t.knobs.items() if k != "quantization" or t.flags.get("quantization") is not None}
         try:
-            out[t.id] = set(get_engine(t.engine).render_knobs(knobs, {}))
+            out[t.id] = set(get_engine(t.engine).render_knobs(_online(t, t.knobs), {}))
         except Exception:  # noqa: BLE001 - a knob the grid rendered once renders again; if not, no flag is hidden
             out[t.id] = set()
     return out
 
 
-def estimates(study: Study, grid: str, trials: list[Trial]) -> dict[str, float]:
-    """GPU-hours of one trial's job in a step and in the final comparison, before anything measured
-    them: a cold engine start and the seed's run durations (farm/study/grid.py)."""
+def _online(t: Trial, knobs: dict) -> dict:
+    # A quantization the model variant already has is no flag (farm/study/grid.py resolves it so).
+    return {k: v for k, v in knobs.items() if k != "quantization" or t.flags.get("quantization") is not None}
+
+
+def effective_knobs(trials: list[Trial]) -> dict[str, dict]:
+    """Trial id -> its knobs that change what the engine is given: a knob at the value that renders
+    no flag (kv_cache_dtype auto, speculative false, a limit left unset) is the engine's default,
+    the same as a knob the block did not set, so two trials that start the same server sit at the
+    same coordinates."""
+    from farm.engines import get_engine
+
+    out = {}
+    for t in trials:
+        engine, kept = get_engine(t.engine), {}
+        for k, v in t.knobs.items():
+            try:
+                rendered = engine.render_knobs(_online(t, {k: v}), {})
+            except Exception:  # noqa: BLE001 - kept as given when it cannot be rendered alone
+                rendered = {k: v}
+            if rendered or (k == "quantization" and t.flags.get("quantization") is None and v not in (None, "none")):
+                kept[k] = v
+        out[t.id] = kept
+    return out
+
+
+def estimates(study: Study, grid: str, trials: list[Trial], measured: MeasuredDurations | None = None) -> dict[str, float]:
+    """GPU-hours of one trial's job in a step and in the final comparison, before this search
+    measured any: a cold engine start and the runs at what the study's earlier sweep measured
+    (`measured`), else the seed's durations (farm/study/grid.py)."""
     if not trials:
         return {"step": 0.0, "final": 0.0}
     t = trials[0]
     gpus = max(t.gpus, 1)
-    cold, _ = trial_starts(t)
+    cold, _ = trial_starts(t, measured)
     primary = study.grid_primary_profile(grid)
     one = study.model_copy(update={"repeats": 1})
-    primary_run = run_seconds(one, t.model_copy(update={"profiles": [primary]})) - RUN_OVERHEAD_S
-    step = cold + ls.STEP_REPEATS * (primary_run / ls.STEP_SHRINK + RUN_OVERHEAD_S)
-    final = cold + ls.FINAL_REPEATS * run_seconds(one, t.model_copy(update={"profiles": study.grid_profiles(grid)}))
+    primary_run = run_seconds(one, t.model_copy(update={"profiles": [primary]}), measured=measured) - RUN_OVERHEAD_S
+    step = cold + ls.STEP_REPEATS * (max(primary_run, 0.0) / ls.STEP_SHRINK + RUN_OVERHEAD_S)
+    final = cold + ls.FINAL_REPEATS * run_seconds(one, t.model_copy(update={"profiles": study.grid_profiles(grid)}),
+                                                  measured=measured)
     return {"step": step * gpus / 3600, "final": final * gpus / 3600}
 
 
-def plan_of(study: Study, grid: str, trials: list[Trial], start: str, results: list[TrialResult]) -> ls.SearchPlan:
+def raceable(study: Study, trials: list[Trial], start: str) -> list[Trial]:
+    """The trials a search may race: not the ones whose numbers would mean nothing (speculative
+    decoding on dummy weights) or that the memory-fit model says cannot start; the start always."""
+    from farm.analysis.outcome import trial_not_measurable
+    from farm.run.memory import unfit_trials
+
+    unfit = unfit_trials(study, trials)
+    return [t for t in trials if t.id == start or not (
+        t.node_control_of or t.id in unfit
+        or (study.dummy_output_dependent == "skip" and trial_not_measurable(t) is not None))]
+
+
+def plan_of(study: Study, grid: str, trials: list[Trial], start: str, results: list[TrialResult],
+            measured: MeasuredDurations | None = None) -> ls.SearchPlan:
     profiles = study.grid_profiles(grid)
-    ranked = [t for t in trials if not t.node_control_of]
-    return ls.plan(start, ranked, ls.coordinates(ranked, knob_flags(ranked)), results,
+    ranked = raceable(study, trials, start)
+    return ls.plan(start, ranked, ls.coordinates(ranked, knob_flags(ranked), effective_knobs(ranked)), results,
                    primary=study.grid_primary_profile(grid), requests={p: study.profiles[p].requests for p in profiles},
                    profiles=profiles, budget_gpu_hours=study.budget_gpu_hours,
-                   trial_estimate_gpu_hours=estimates(study, grid, ranked), min_success_rate=study.min_success_rate)
+                   trial_estimate_gpu_hours=estimates(study, grid, [t for t in ranked if t.id == start], measured),
+                   min_success_rate=study.min_success_rate)
 
 
 def rung_study(study: Study, rung: Rung) -> Study:
@@ -78,7 +119,8 @@ def rung_study(study: Study, rung: Rung) -> Study:
 def run_local(study: Study, grid: str, trials: list[Trial], *, start: str, tracking_uri: str, exp_id: str,
               sweep_id: str, make_job: Callable[[Trial, Rung], object],
               run_jobs: Callable[[list, Callable[[TrialResult], None]], list[TrialResult]],
-              on_step: Callable[[ls.SearchPlan], None] = lambda p: None) -> ls.SearchPlan:
+              on_step: Callable[[ls.SearchPlan], None] = lambda p: None,
+              measured: MeasuredDurations | None = None) -> ls.SearchPlan:
     """Step after step until the planner says done; returns its last plan."""
     by_id = {t.id: t for t in trials}
     c = tracking.client(tracking_uri)
@@ -87,7 +129,7 @@ def run_local(study: Study, grid: str, trials: list[Trial], *, start: str, track
     c.set_tag(sweep_id, START_TAG, start)
     while True:
         stored = tracking.load_results(tracking_uri, sweep_id)
-        p = plan_of(study, grid, trials, start, stored)
+        p = plan_of(study, grid, trials, start, stored, measured)
         on_step(p)
         _record(tracking_uri, sweep_id, p)
         if p.done:

@@ -87,7 +87,7 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "nor
         print(f"  rung 1 of every trial: ~{first:.1f} GPU-hours (the grid estimate's durations); a smaller budget "
               f"runs rung 1 for the trials it pays for, in grid order, and `--resume` with a larger one goes on")
     if study.strategy == "local" and start is not None:
-        _print_local_start(study, grid, trials, start)
+        _print_local_start(study, grid, trials, start, measured)
     for t in trials:
         print()
         print(f"{t.id}  {t.name or ''}".rstrip())
@@ -403,29 +403,29 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
            resume_line=resume_command(_without_trial_options(command), outcome.sweep_id) if pending else None)
 
 
-def _print_local_start(study: Study, grid: str, trials: list[Trial], start: str) -> None:
+def _print_local_start(study: Study, grid: str, trials: list[Trial], start: str,
+                       measured: MeasuredDurations | None = None) -> None:
     """Where a local search starts and what its first step races (nothing measured yet)."""
-    from farm.analysis.local_search import judged_text, Judged
-    from farm.run.local_search import estimates, plan_of
+    from farm.analysis.local_search import judged_text, Judged, coordinates, neighbours
+    from farm.run.local_search import effective_knobs, estimates, knob_flags, plan_of, raceable
 
-    p = plan_of(study, grid, trials, start, [])
+    p = plan_of(study, grid, trials, start, [], measured)
     labels = {t.id: t.label for t in trials}
-    budget = f"budget {study.budget_gpu_hours:g} GPU-hours" if study.budget_gpu_hours else "no budget"
-    est = estimates(study, grid, [t for t in trials if t.id == start])
+    budget = f"search budget {study.budget_gpu_hours:g} GPU-hours" if study.budget_gpu_hours else "no budget"
+    est = estimates(study, grid, [t for t in trials if t.id == start], measured)
     print(f"strategy local from {labels[start]} ({budget}; ~{est['step']:.3f} GPU-hours a raced trial, "
-          f"~{est['final']:.3f} a trial of the final comparison)")
-    if p.steps:
-        step = p.steps[-1]
-        print(f"  step 1 races {labels[start]} against {len(step.race) - 1} neighbour(s) at alpha {step.alpha:.3g} "
-              f"(Holm), {p.rung.repeats} runs each of {next(iter(p.rung.requests.values()))} requests of "
-              f"{next(iter(p.rung.profiles.values()))}:")
-        for tid in step.race[1:]:
-            from farm.analysis.local_search import neighbours as nbrs_of, coordinates
-            from farm.run.local_search import knob_flags
-
-            ranked = [t for t in trials if not t.node_control_of]
-            n = {x.trial: x for x in nbrs_of(start, ranked, coordinates(ranked, knob_flags(ranked)))}.get(tid)
-            if n is not None:
-                print(f"    {labels[tid]}: " + judged_text(Judged(neighbour=n, runs=0, why="to race")))
-    else:
+          f"~{2 * est['final']:.3f} for the final comparison of two trials on every profile, after the search)")
+    if not p.steps:
         print(f"  {p.reason}")
+        return
+    step = p.steps[-1]
+    print(f"  step 1 races {labels[start]} against {len(step.race) - 1} neighbour(s) at alpha {step.alpha:.3g} "
+          f"(Holm), {p.rung.repeats} runs each of {next(iter(p.rung.requests.values()))} requests of "
+          f"{next(iter(p.rung.profiles.values()))}:")
+    ranked = raceable(study, trials, start)
+    nbrs = {n.trial: n for n in neighbours(start, ranked, coordinates(ranked, knob_flags(ranked), effective_knobs(ranked)))}
+    for tid in step.race[1:]:
+        print(f"    {labels[tid]}: " + judged_text(Judged(neighbour=nbrs[tid], runs=0, why="to race")))
+    if step.unraced:
+        print(f"    not raced in step 1 (budget): " + ", ".join(
+            judged_text(Judged(neighbour=nbrs[t], runs=0, why="")).rstrip(": ") for t in step.unraced))

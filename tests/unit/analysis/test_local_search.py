@@ -114,10 +114,10 @@ def test_two_improving_axes_race_their_combination_which_must_win_itself():
     assert step2.combination == "mock-1-1" and step2.race == ["mock-1-0", "mock-1-1"]
 
 
-def test_a_step_the_budget_cannot_pay_for_ends_the_search_with_the_final_comparison_reserved():
+def test_a_step_the_budget_cannot_pay_for_ends_the_search():
     trials = _grid({"x": [1, 2, 3]})
-    p = _plan("mock-2", trials, [], budget=0.05, est={"step": 0.01, "final": 0.02})
-    # 3 raced trials (0.03) + the final comparison of two (0.04) > 0.05
+    p = _plan("mock-2", trials, [], budget=0.015, est={"step": 0.01, "final": 0.02})
+    # not even the start and one neighbour (0.02): the search's budget; the final comparison comes on top
     assert p.done and p.stop == "budget" and p.incumbent == "mock-2" and "budget" in p.reason
 
 
@@ -136,3 +136,16 @@ def test_the_final_comparison_gives_each_profile_an_interval():
     assert p.spent_by_phase["final"] > 0 and p.spent_by_phase["search"] > 0
     lines = ls.path_lines(p)
     assert lines[-1].startswith("  ended: no neighbour") and "farm's pick: mock-2" in lines[-1]
+
+
+def test_a_budget_short_of_a_whole_step_races_what_it_pays_for_and_says_what_was_left():
+    trials = _grid({"mode": ["a", "b", "c", "d"]})
+    by = {t.id: t for t in trials}
+    est = {"step": 0.01, "final": 0.02}
+    p = _plan("mock-a", trials, [], budget=0.03, est=est)
+    # 0.03 pays for 3 trials: the start and two neighbours
+    assert p.trials == ["mock-a", "mock-b", "mock-c"] and p.steps[0].unraced == ["mock-d"]
+    results = [_result(by[t], [(1, STEP, v) for v in (100, 101, 99)], seconds=36) for t in ("mock-a", "mock-b", "mock-c")]
+    p = _plan("mock-a", trials, results, budget=0.03, est=est)
+    assert p.done and p.stop == "budget" and "1 were not raced for want of budget" in p.reason
+    assert any("not raced (budget): mock-d" in line for line in ls.path_lines(p))

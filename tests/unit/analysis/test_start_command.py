@@ -88,3 +88,20 @@ def test_sglangs_flags_are_checked_against_its_help():
     sglang = get_engine("sglang")
     assert sglang.unknown_flags({"mem-fraction-static": 0.9, "disable-radix-cache": True}) == []
     assert sglang.unknown_flags({"max-num-seqs": 8}) == ["max-num-seqs"]  # vLLM's name, not SGLang's
+
+
+def test_from_the_seeds_command_the_h200_search_races_one_knob_at_a_time():
+    """The H200 run's first step (grid full, the seed's command): each neighbour changes exactly one
+    thing, speculative decoding (not measurable on dummy weights) is never raced, and a knob at
+    the value that renders no flag is the engine's default, not a second coordinate."""
+    from farm.analysis.local_search import coordinates, neighbours
+    from farm.run.local_search import effective_knobs, knob_flags, raceable
+
+    trials, start = start_of(H200, "full", expand(H200, "full"), STEP3_ON_THE_H200)
+    ranked = raceable(H200, trials, start)
+    assert not any(t.knobs.get("speculative") for t in ranked)
+    nbrs = neighbours(start, ranked, coordinates(ranked, knob_flags(ranked), effective_knobs(ranked)))
+    axes = sorted(n.axis for n in nbrs)
+    assert axes == sorted(["--performance-mode", "knob:quantization", "knob:prefix_caching", "knob:kv_cache_dtype",
+                           "knob:kv_offload", "knob:gpu_memory_fraction", "knob:cuda_graph", "knob:cuda_graph",
+                           "knob:max_batched_tokens", "knob:max_running_requests"])
