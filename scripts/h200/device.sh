@@ -10,6 +10,8 @@
 #   FARM_H200_GRID=tp bash scripts/h200/device.sh run SECONDS      # nvidia-h200-x2: TP 1/2, DP 2, EP (bench/h200-x2/)
 #   FARM_H200_GRID=busy bash scripts/h200/device.sh run SECONDS    # nvidia-h200-x4/-x8: 18 TP1 trials, makespan
 #   FARM_H200_GRID=full FARM_H200_SWEEP_ARGS="--strategy halving --budget 1" bash scripts/h200/device.sh run SECONDS
+#   FARM_H200_GRID=full FARM_H200_FROM="$(cat bench/h200/engine-logs/vllm-0.20.2-fp8-prefix-throughput-dummy-pass2-fresh-machine-start.command.txt)" \
+#     FARM_H200_SWEEP_ARGS="--budget 1" bash scripts/h200/device.sh run SECONDS   # a local search from the seed's command
 #
 # FARM_H200_FIRST_ONLY=1 runs only the grid's first trials (sweep-job.sh), so a later call can
 # use the GPU for something else without stopping a sweep midway.

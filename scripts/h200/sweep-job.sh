@@ -29,6 +29,10 @@ farm() { python3 -m farm.cli "$@"; }
 # sweep with its own id file (seed keeps `sweep-id`, so sweep aa0e8ed8... resumes as before).
 grid=${FARM_H200_GRID:-seed}
 idfile=sweep-id; [ "$grid" = seed ] || idfile="sweep-id.$grid"
+# FARM_H200_FROM="vllm serve ...": a local search of the grid from that command (one argument,
+# whatever it holds); its own sweep-id file, so a halving sweep of the same grid is not resumed.
+start=()
+if [ -n "${FARM_H200_FROM:-}" ]; then start=(--strategy local --from "$FARM_H200_FROM"); idfile="sweep-id.$grid-local"; fi
 case "$grid" in
   seed) first=(--trial engine_vllm_default --trial step3_performance_mode) ;;
   # the baseline and the case the issue is about (512 asked, 83 run) before the rest
@@ -44,7 +48,7 @@ if [ ! -f "$idfile" ]; then
   # FARM_H200_SWEEP_ARGS="--strategy halving --budget 1": options of the new sweep (a resume reads
   # its strategy and budget back from the sweep's run).
   # shellcheck disable=SC2086
-  farm sweep "${common[@]}" "${first[@]}" ${FARM_H200_SWEEP_ARGS:-} 2>&1 | while IFS= read -r line; do
+  farm sweep "${common[@]}" "${first[@]}" "${start[@]}" ${FARM_H200_SWEEP_ARGS:-} 2>&1 | while IFS= read -r line; do
     printf '%s\n' "$line"
     if [[ ! -f $idfile && $line =~ ^sweep\ ([0-9a-f]{32}) ]]; then echo "${BASH_REMATCH[1]}" > "$idfile"; fi
   done
