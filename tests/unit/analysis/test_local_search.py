@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 
-import pytest
 
 from farm.analysis import local_search as ls
 from farm.analysis.results import HeldSpan, ProfileRun, RunMetrics, Status, TrialResult
