@@ -54,6 +54,11 @@ class GpuTime(BaseModel):
     trials: list[TrialTime]
     trial_seconds: PhaseSeconds
     gpu_seconds: PhaseSeconds
+    start_phases: dict[str, float] = Field(
+        default_factory=dict, description="Seconds of the trials' engine starts by phase, summed (one per trial, "
+        "from the engines' logs: farm/analysis/start_phases.py); empty where no log named them.")
+    starts: dict[str, list[float]] = Field(
+        default_factory=dict, description="cold / warm -> each such start's seconds from launch to ready.")
 
 
 def _phases(records: list[RunRecord]) -> PhaseSeconds | None:
@@ -76,6 +81,8 @@ def gpu_time(results: Results) -> GpuTime | None:
     for rec in results.records:
         by_trial.setdefault(rec.trial, []).append(rec)
     trials, slots, gpus = [], PhaseSeconds(), PhaseSeconds()
+    start_split: dict[str, float] = {}
+    starts: dict[str, list[float]] = {}
     for trial, records in by_trial.items():
         phases = _phases(records)
         if phases is None:
@@ -84,6 +91,11 @@ def gpu_time(results: Results) -> GpuTime | None:
         trials.append(TrialTime(trial=trial, label=records[0].label, gpus=n, seconds=phases))
         slots.add(phases)
         gpus.add(phases, n)
+        prov = records[0].provenance
+        for phase, seconds in (prov.start_phases or {}).items():
+            start_split[phase] = start_split.get(phase, 0.0) + seconds
+        if prov.start_cache and prov.engine_start_s is not None:
+            starts.setdefault(prov.start_cache, []).append(prov.engine_start_s)
     if not trials:
         return None
-    return GpuTime(trials=trials, trial_seconds=slots, gpu_seconds=gpus)
+    return GpuTime(trials=trials, trial_seconds=slots, gpu_seconds=gpus, start_phases=start_split, starts=starts)

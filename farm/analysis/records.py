@@ -26,6 +26,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Str
 
 from farm.analysis.limits import EffectiveLimits, effective_limits
 from farm.analysis.results import Status, TrialResult, migrate_tpot
+from farm.analysis.start_phases import start_cache, start_phases
 from farm.engines import get_engine
 from farm.engines.base import parse_cli_flags, render_flags
 from farm.errors import UserError, key_path
@@ -121,6 +122,12 @@ class Provenance(_Strict):
     trial_wall_s: StrictFloat | None = Field(default=None, ge=0, description="The trial's wall time, start to stop.")
     warmup_s: StrictFloat | None = Field(default=None, ge=0, description="The trial's warm-up runs, in all.")
     run_wall_s: StrictFloat | None = Field(default=None, ge=0, description="This run's wall time.")
+    # The engine's start, phase by phase from its own log (farm/analysis/start_phases.py).
+    start_phases: dict[str, StrictFloat] | None = Field(
+        default=None, description="Seconds of the start's phases (weight_load, compilation, kernel_profiling, "
+        "cuda_graphs, other) where the engine's log names them.")
+    start_cache: Literal["cold", "warm"] | None = Field(
+        default=None, description="Whether the start compiled (cold) or loaded an earlier start's compile cache (warm).")
 
 
 class RunRecord(_Strict):
@@ -570,6 +577,8 @@ def provenance_of(tr: "TrialResult", started_at: float | None, finished_at: floa
         trial_wall_s=_rungs_wall(reported) or tr.held_seconds,
         warmup_s=round(sum(w.seconds for w in tr.warmup_runs), 2) if tr.warmup_runs else None,
         run_wall_s=_seconds(started_at, finished_at),
+        start_phases=start_phases(reported),
+        start_cache=start_cache(reported),
     )
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import statistics
+
 from farm.analysis.gpu_time import PHASES, PhaseSeconds
+from farm.analysis.start_phases import PHASE_WORDS
 from farm.report.doc import Doc
 from farm.report.models import Report
 
@@ -33,3 +36,17 @@ def gpu_time_section(doc: Doc, report: Report) -> None:
     doc.table(["Trial", "GPUs", "Wall (s)", *[PHASE_LABELS[p].split(" ")[0] + " (s)" for p in PHASES]],
               [[t.label, str(t.gpus), f"{t.seconds.total:.0f}", *[f"{getattr(t.seconds, p):.0f}" for p in PHASES]]
                for t in cost.trials])
+
+    if cost.start_phases:
+        whole = sum(cost.start_phases.values())
+        doc.p("Starting engines, by phase (seconds summed over the trials' starts, from the engines' own logs):")
+        doc.table(["Phase", "Seconds", "Share"],
+                  [[PHASE_WORDS.get(p, p), f"{cost.start_phases[p]:.0f}", _share(cost.start_phases[p], whole)]
+                   for p in PHASE_WORDS if p in cost.start_phases])
+    if cost.starts:
+        parts = [f"{len(v)} {k} (median {statistics.median(v):.0f} s)" for k, v in sorted(cost.starts.items())]
+        line = "Starts: " + ", ".join(parts)
+        if "cold" in cost.starts and "warm" in cost.starts:
+            line += (f"; a warm start took {statistics.median(cost.starts['warm']) / statistics.median(cost.starts['cold']):.2f}"
+                     " of a cold one")
+        doc.p(line + ".")
