@@ -60,6 +60,9 @@ def cli() -> None:
 @click.option("--budget", "budget", type=opt.GPU_HOURS, default=None, metavar="GPU_HOURS",
               help="With --strategy halving or local: GPU-hours the sweep may spend (engine starts and runs), checked "
                    "before each rung or step (default: the study's budget_gpu_hours, else no limit).")
+@click.option("--baseline", type=opt.NAME, default=None, metavar="TRIAL",
+              help="The trial (name or id) the recommendation is compared with (default: the study's baseline, else "
+                   "the engine-default trial; a local search's: its start).")
 @click.option("--workdir", type=opt.DIRECTORY, default="farm-runs", show_default=True,
               help="Where engine logs and guidellm reports are written on each node.")
 @click.option("--no-wait", is_flag=True, help="With --address http://HEAD:8265: submit the job and return.")
@@ -72,7 +75,7 @@ def cli() -> None:
               "recommended trial and command, numbers per profile, failures, counts); progress goes to stderr. "
               "With --dry-run, the trials as JSON.")
 def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, run_budget, strategy, start,
-          budget, workdir, no_wait, only, quiet, as_json) -> None:
+          budget, baseline, workdir, no_wait, only, quiet, as_json) -> None:
     """Expand a grid into trials and benchmark each on its own engine server.
 
     \b
@@ -100,6 +103,11 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
 
         trials, start_id = start_of(study, grid, trials, study.start, key="--from" if start else "start")
     selected = select_trials(trials, only, key="--trial") if only else None
+    if baseline is not None:
+        if study.strategy == "local":
+            raise UserError("a local search's baseline is its start (--from)", key="--baseline")
+        select_trials(trials, [baseline], key="--baseline")  # a trial of this grid, or one line and exit 2
+        study = study.model_copy(update={"baseline": baseline})
     if dry_run:
         measured, note = None, None
         if tracking_uri:  # the estimate at the durations an earlier sweep of the study measured
@@ -117,6 +125,10 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     from farm.run.jobs import (check_tracking_for_cluster, enable_client_token, is_client_address, is_jobs_address,
                                submit_from_cli)
 
+    if baseline is not None and is_jobs_address(address):
+        raise UserError("shapes the report this machine writes; with --address http://... the sweep runs as a Ray "
+                        "job: set the study's `baseline:` instead, or use `farm report SWEEP_ID --baseline TRIAL`",
+                        key="--baseline")
     if only and (is_jobs_address(address) or repeats == "auto"):
         raise UserError("--trial runs part of a sweep from this machine; it does not combine with "
                         "--address http://... or --repeats auto", key="--trial")

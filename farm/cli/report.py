@@ -17,7 +17,10 @@ from farm.errors import SLONotMet, UserError
 @click.option("--strategy", type=click.Choice(["best", "stepwise"]), default="best", show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
 @click.option("--out", "out", type=opt.DIRECTORY, default=None, metavar="DIR", help="Also write report.md, results.json and plots into DIR.")
-def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, fmt: str, out: str | None) -> None:
+@click.option("--baseline", type=opt.NAME, default=None, metavar="TRIAL",
+              help="Trial id or name to compare against (default: the sweep's study's baseline, else the engine-default trial).")
+def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, fmt: str, out: str | None,
+           baseline: str | None) -> None:
     """Selection and report of a stored sweep; no engine runs.
 
     Several sweeps of one study (one grid per engine, say) are reported as one: the first one's
@@ -68,7 +71,7 @@ def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, 
 
     with tempfile.TemporaryDirectory() as tmp:
         rep, why, _ = build_from_records(study, infos[0].grid, records, Path(out) if out else Path(tmp), strategy=strategy,
-                                         extra=sections, baseline=local_baseline(study, infos[0].grid))
+                                         extra=sections, baseline=baseline or local_baseline(study, infos[0].grid))
     if rep is None:  # no trial meeting a capacity SLO has its own exit code (farm sweep's)
         raise (SLONotMet if getattr(why, "exit_code", 1) == SLONotMet.exit_code else UserError)(
             why or "no report", key=f"sweep {' '.join(sweep_ids)}")

@@ -39,6 +39,8 @@ def build_report(results: Results, settings: SelectionSettings, strategy: str = 
     return Report(title=f"Throughput optimization of {models}", selection=selection, warnings=warnings,
                   rate_analysis=rate, results=results, gpu_time=gpu_time(results),
                   slo={p: slo_text(spec) for p, spec in settings.slo.items()},
+                  success_floors={p: spec.min_success_rate for p, spec in settings.slo.items()
+                                  if spec.min_success_rate is not None},
                   notes=[n for n in (peak_note(results),) if n])
 
 

@@ -148,7 +148,8 @@ def check_selection(selection: Selection, results: Results) -> list[ReportWarnin
     if selection.baseline is None:
         out.append(ReportWarning(code="no_baseline", message=(
             "no engine-default trial (required flags only) was measured: there is nothing to compare the "
-            "recommendation with; name one with --baseline")))
+            "recommendation with; name one with --baseline (farm sweep, farm report, farm analyze) or the study's "
+            "`baseline:`")))
     return out
 
 

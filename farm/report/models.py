@@ -111,6 +111,8 @@ class Report(_Strict):
     rate_analysis: RateAnalysis | None
     results: Results
     slo: dict[str, str] = Field(default_factory=dict, description="Profile -> its SLOs in words.")
+    success_floors: dict[str, float] = Field(default_factory=dict, description="Profile -> the success rate its SLO "
+                                             "requires, where it sets its own (else the study's applies).")
     reference: ReferenceComparison | None = Field(default=None, description="farm's numbers beside the study's reference.")
     gpu_time: GpuTime | None = Field(default=None, description="Where the trials' GPU time went, by phase (none: not recorded).")
     halving: list[HalvingNote] = Field(default_factory=list,

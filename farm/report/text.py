@@ -112,8 +112,10 @@ def _conclusion(doc: _Doc, report: Report) -> None:
         doc.p(f"Recommended configuration (the most load served under the SLO: {capacity}; "
               f"trial {doc.tick(rec.name or rec.trial)}):")
     else:
+        # The floor the primary profile is judged by: its SLO's own where it sets one (farm/analysis/selection/rules.py).
+        floor = report.success_floors.get(sel.primary_profile, sel.min_success_rate)
         doc.p(f"Recommended configuration ({how} {METRIC_LABELS[sel.metric]} on the {doc.tick(sel.primary_profile)} "
-              f"profile among trials with a success rate of at least {pct_text(sel.min_success_rate)}; "
+              f"profile among trials with a success rate of at least {pct_text(floor)}; "
               f"trial {doc.tick(rec.name or rec.trial)}):")
     doc.code(pretty_command(rec.command))
     if sel.baseline is None:

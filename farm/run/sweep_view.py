@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from farm.engines import get_engine
-from farm.engines.base import redact_args
+from farm.engines.base import redact_args, render_flags
 from farm.analysis import capacity
 from farm.analysis.outcome import LOG_EXPLAINS, success_floor, trial_not_measurable
 from farm.run import terminal
@@ -27,9 +27,10 @@ from farm.study.trial import Trial
 
 
 def _flags_text(trial: Trial) -> str:
-    # Secret flag values are masked wherever a trial is shown (the defaults are known without the study).
+    # As the engine is given them (its own rendering: a switch is `--flag`, JSON stays JSON, an
+    # unset flag is absent), secret values masked wherever a trial is shown.
     flags = redact_flags(trial.flags, get_engine(trial.engine).secret_flag_names)
-    return " ".join(f"{k}={v}" for k, v in flags.items()) or "(engine defaults)"
+    return " ".join(render_flags(flags)) or "(engine defaults)"
 
 
 def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "normal",
@@ -74,7 +75,10 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "nor
 
         budget = f"budget {study.budget_gpu_hours:g} GPU-hours" if study.budget_gpu_hours else "no budget"
         unfit = sum(1 for p in fits.values() if p is not None and not p.fits)
-        print(f"strategy halving ({budget}); {unfit} trial(s) pruned: does not fit; rungs:")
+        unknown = sum(1 for t in trials if fits.get(t.id) is None)
+        # "not predicted" is not "fits": a trial the model could not size starts, and says so
+        unsized = f"; {unknown} not predicted (no memory-fit model for them: they start)" if unknown else ""
+        print(f"strategy halving ({budget}); {unfit} trial(s) pruned: does not fit{unsized}; rungs:")
         from farm.analysis.halving import rung_cost, study_priors
 
         rungs = study_rungs(study, grid, len(trials) - unfit)

@@ -193,3 +193,17 @@ def test_settings_fall_back_to_the_results_primary_profile_only_when_asked(seed_
     results = results_from_data(data, "r.json")
     assert settings_for(results, study).primary_profile == "sharegpt"
     assert settings_for(results, study, prefer_results_profile=True).primary_profile == "throughput"
+
+
+def test_the_conclusion_names_the_success_floor_the_primary_profile_is_judged_by(seed_data, study):
+    from farm.report import render
+    from farm.study.sections import SLOSpec
+
+    profiles = dict(study.profiles)
+    primary = study.primary_profile
+    profiles[primary] = profiles[primary].model_copy(update={"slo": SLOSpec(min_success_rate=0.9)})
+    report = report_for(results_from_data(seed_data, str(SEED_FILE)), study.model_copy(update={"profiles": profiles}))
+    text = render(report, "text")
+    assert "with a success rate of at least 90 %" in text and "at least 99 %" not in text
+    assert "with a success rate of at least 99 %" in render(report_for(results_from_data(seed_data, str(SEED_FILE)),
+                                                                       study), "text")
