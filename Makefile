@@ -33,8 +33,12 @@ lint: setup
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check farm actors tests scripts bench
 
+# Unit tests first, on both cores (pytest-xdist); then the end-to-end tests, one at a time (each
+# starts Ray, engines and guidellm of its own). Both always run; either failing fails `make test`.
 test: setup engines lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	unit=0; $(PY) -m pytest tests/unit -n 2 $(PYTEST_ARGS) || unit=$$?; \
+	e2e=0; $(PY) -m pytest tests/e2e $(PYTEST_ARGS) || e2e=$$?; \
+	if [ $$unit != 0 ] || [ $$e2e != 0 ]; then echo "make test: unit tests exit $$unit, e2e tests exit $$e2e"; exit 1; fi
 
 test-fast: setup lint
 	$(PY) -m pytest -m "not slow and not vllm_cpu" $(PYTEST_ARGS)
