@@ -2,7 +2,7 @@
 
 A real `farm server`, a real sweep of three short mock trials one after another; when the first
 trial is stored the server is stopped (its process group), and started again on the same port and
-store 25 s later. A trial ends while it is down: its actor keeps trying to store the result (and
+store once the second trial's engine has ended. A trial ends while it is down: its actor keeps trying to store the result (and
 MLflow's own HTTP retries), so the sweep ends normally with every trial in MLflow exactly once.
 """
 
@@ -13,12 +13,10 @@ import time
 import pytest
 
 from raynodes import free_ports, stop_group
-from sweeptools import (child_runs, isolated_env, start_farm, start_farm_server, stored_results, wait_until,
-                        write_study)
+from sweeptools import (HANG_S, alive, child_runs, engine_of, isolated_env, start_farm, start_farm_server, stored_results,
+                        wait_until, write_study)
 
 pytestmark = pytest.mark.slow
-
-OUTAGE_S = 25
 
 
 def test_a_tracking_server_outage_mid_sweep_loses_no_trial(tmp_path):
@@ -32,23 +30,29 @@ def test_a_tracking_server_outage_mid_sweep_loses_no_trial(tmp_path):
         profile={"data": {"kind": "synthetic", "prompt_tokens": 16, "output_tokens": 8}, "rate": 1000,
                  "requests": 4, "max_concurrency": 4, "max_seconds": 60},
     )
-    ids = {t.id for t in expand(load_study(path), "three")}
+    ids = {t.name: t.id for t in expand(load_study(path), "three")}
     env = isolated_env(tmp_path)
     (port,) = free_ports(1)
     uri = f"http://127.0.0.1:{port}"
     store, server_log = tmp_path / "store", tmp_path / "server.log"
     server = start_farm_server(store, port, env=env, log=server_log)
     log = tmp_path / "sweep.out"
+    workdir = tmp_path / "farm-runs"
     sweep = start_farm("sweep", "--config", str(path), "--grid", "three", "--tracking-uri", uri,
-                       "--workdir", str(tmp_path / "farm-runs"), cwd=tmp_path, log=log)
+                       "--workdir", str(workdir), cwd=tmp_path, log=log)
     try:
         wait_until(lambda: sweep.poll() is not None or "[1/3]" in log.read_text(), 400, what="the first trial")
         assert sweep.poll() is None, log.read_text()[-3000:]
         stop_group(server)
         down = time.time()
-        time.sleep(OUTAGE_S)
-        up = time.time()
-        server = start_farm_server(store, port, env=env, log=server_log)
+
+        def b_ended() -> bool:  # trial b's engine started and stopped: b's result is made, to be stored
+            engine = engine_of(workdir, ids["b"])
+            return sweep.poll() is not None or bool(engine and not alive(engine[0]))
+        wait_until(b_ended, 400, what="trial b to end while the server is down")
+        assert sweep.poll() is None, log.read_text()[-3000:]
+        server = start_farm_server(store, port, env=env, log=server_log, timeout=HANG_S)
+        up = time.time()  # the server answers again
         sweep.wait(timeout=600)
         out = log.read_text()
         assert sweep.returncode == 0, out[-4000:]
@@ -60,7 +64,7 @@ def test_a_tracking_server_outage_mid_sweep_loses_no_trial(tmp_path):
         if sweep.poll() is None:
             sweep.kill()
         stop_group(server)
-    assert sorted(r.data.tags["farm.trial_id"] for r in runs) == sorted(ids)  # each trial once
+    assert sorted(r.data.tags["farm.trial_id"] for r in runs) == sorted(ids.values())  # each trial once
     assert {r.data.tags["farm.status"] for r in runs} == {"ok"}
     # the outage did hit a trial's end: one finished while the server was down
     assert any(down <= r["finished_at"] <= up for r in results), (down, up, [r["finished_at"] for r in results])

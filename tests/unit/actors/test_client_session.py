@@ -17,6 +17,7 @@ from actors.bench_client import ClientSession, scenario_spec
 from actors.proc import free_port
 from actors.tokenizer import resolve_tokenizer
 from farm.study.spec import DataSpec, ProfileSpec
+from sweeptools import HANG_S
 
 pytestmark = pytest.mark.slow
 
@@ -50,8 +51,9 @@ def _spec(target: str, out, requests: int, output_tokens: int = 8) -> dict:
                          output=out)
 
 
-def _group_alive(pgid: int, wait_s: float = 10.0) -> bool:
-    """Whether a process of group `pgid` still runs (zombies waiting for their reaper do not count)."""
+def _group_alive(pgid: int, wait_s: float = HANG_S) -> bool:
+    """Whether a process of group `pgid` still runs after waiting up to `wait_s` (a bound on a hang,
+    not a time asserted) for it to end (zombies waiting for their reaper do not count)."""
     from pathlib import Path
 
     deadline = time.monotonic() + wait_s
@@ -87,12 +89,26 @@ def test_a_run_past_its_limit_kills_the_client_and_the_next_run_gets_a_new_one(m
     with ClientSession() as session:
         session.start(tmp_path / "client.log")
         pid = session.pid
+        # 2000 long requests cannot end within a 1 s limit
         slow = _spec(mock_server, tmp_path / "slow.json", requests=2000, output_tokens=400)
-        first = session.run(slow, workdir=tmp_path, name="slow", timeout_s=15)
+        first = session.run(slow, workdir=tmp_path, name="slow", timeout_s=1)
         assert first.timed_out and first.returncode is None
-        # the whole process group went with it: no guidellm worker left sending requests
-        assert session.pid is None and not _group_alive(pid)
+        assert session.pid is None and not _group_alive(pid)  # the whole process group went with it
         again = session.run(_spec(mock_server, tmp_path / "ok.json", requests=4), workdir=tmp_path, name="ok",
                             timeout_s=120)
         assert again.returncode == 0 and not again.timed_out
         assert json.loads((tmp_path / "ok.json").read_text())["benchmarks"]
+
+
+def test_a_run_stopped_while_guidellm_sends_requests_leaves_no_worker(mock_server, tmp_path):
+    with ClientSession() as session:
+        session.start(tmp_path / "client.log")
+        pid = session.pid
+        slow = _spec(mock_server, tmp_path / "slow.json", requests=2000, output_tokens=400)
+        log = tmp_path / "slow.guidellm.log"
+        # stopped from outside (as a cancelled trial is) once guidellm's benchmark has begun sending
+        sending = lambda: log.exists() and "): started" in log.read_text(errors="replace")  # noqa: E731
+        out = session.run(slow, workdir=tmp_path, name="slow", timeout_s=HANG_S, cancelled=sending)
+        assert sending() and not out.timed_out and out.returncode != 0
+        # the whole process group went with it: no guidellm worker left sending requests
+        assert session.pid is None and not _group_alive(pid)
