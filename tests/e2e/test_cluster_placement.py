@@ -1,5 +1,5 @@
 """A simulated cluster on one machine (`ray.cluster_utils.Cluster`): a head with no GPU, two
-worker nodes with 4 declared H200 GPUs each and one with 4 A100s, a mock sweep of 8 trials that
+worker nodes with 4 declared H200 GPUs each and one with 8 A100s, a mock sweep of 8 trials that
 ask for 1 to 4 GPUs each (20 in all) of type H200, real engines, real guidellm, real MLflow (SQLite).
 
 Checks, from what the trials recorded: both H200 nodes ran trials, the A100 node none; at no
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import stat
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -23,6 +22,7 @@ import yaml
 
 from conftest import REPO
 from raynodes import LOOPBACK_ENV, free_ports, set_env
+from sweeptools import HANG_S, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -106,7 +106,7 @@ def cluster_sweep(tmp_path_factory):
         "_system_config": {"metrics_report_interval_ms": 1000}})
     workers = [cluster.add_node(num_cpus=4, num_gpus=GPUS_PER_NODE, resources={"accelerator_type:H200": 1})
                for _ in range(2)]
-    other = cluster.add_node(num_cpus=4, num_gpus=GPUS_PER_NODE, resources={"accelerator_type:A100": 1})
+    other = cluster.add_node(num_cpus=4, num_gpus=2 * GPUS_PER_NODE, resources={"accelerator_type:A100": 1})
     cluster.wait_for_nodes()
     try:
         ray.init(address=cluster.address, log_to_driver=False)
@@ -114,19 +114,24 @@ def cluster_sweep(tmp_path_factory):
         uri = f"sqlite:///{tmp / 'mlflow.db'}"
         observer = Observer(ports, uri, f"http://127.0.0.1:{dashboard_port}")
         observer.start()
-        started = time.monotonic()
         outcome = driver.run_sweep(study, "placement", trials, tracking_uri=uri, experiment=study.experiment_name,
                                    address=cluster.address, resume=None, repeats=1, workdir=tmp / "runs",
                                    command="test_cluster_placement",
                                    on_sweep=lambda sweep_id: setattr(observer, "sweep_id", sweep_id))
-        elapsed = time.monotonic() - started
-        # The driver (this process) keeps its metrics: read them once more after the last trial.
-        time.sleep(3)
         observer.stop.set()
         observer.join(timeout=30)
-        final_scrape = "\n".join(httpx.get(f"http://127.0.0.1:{p}/metrics", timeout=5).text for p in ports)
+        # The driver (this process) keeps its metrics: read them once more, once Ray's endpoint
+        # has exported them after the last trial (none of the sweep's trials pending or running).
+        from farm.run.metrics import parse_prometheus
+
+        def after_the_last_trial() -> str | None:
+            text = "\n".join(httpx.get(f"http://127.0.0.1:{p}/metrics", timeout=5).text for p in ports)
+            left = [v for labels, v in parse_prometheus(text, "ray_farm_trials")
+                    if labels.get("sweep") == outcome.sweep_id and labels.get("state") in ("pending", "running")]
+            return text if left == [0.0, 0.0] else None
+        final_scrape = wait_until(after_the_last_trial, HANG_S, 1.0, "the sweep's metrics after its last trial")
         worker_ids = {w.node_id for w in workers}
-        yield dict(outcome=outcome, trials=trials, uri=uri, tmp=tmp, observer=observer, elapsed=elapsed,
+        yield dict(outcome=outcome, trials=trials, uri=uri, tmp=tmp, observer=observer,
                    final_scrape=final_scrape, worker_ids=worker_ids, other_id=other.node_id)
     finally:
         ray.shutdown()
@@ -196,12 +201,37 @@ def test_actor_names_are_readable_in_the_state_api(cluster_sweep):
     expected = {actor_name(outcome.sweep_id, t, 1) for t in cluster_sweep["trials"]}
     seen = {n for n in observer.names if n.endswith(":a1") and outcome.sweep_id[:8] in n}
     assert seen, observer.errors[-3:]
+    # Each name read is one of the sweep's trials (how many a poll catches alive depends on how
+    # busy the machine is: not asserted).
     assert seen <= expected
-    # At least most trials were caught alive by a 1 s poll (each runs for several seconds).
-    assert len(seen) >= len(expected) // 2, (sorted(seen), observer.errors[-3:])
     for name in seen:
         engine, short, label, sweep, attempt = name.split(":")
         assert engine == "mock" and len(short) == 8 and "gpus=" in label and "ttft-ms=" in label
+
+
+def test_capacity_refusals_count_only_nodes_of_the_accelerator_type(cluster_sweep):
+    """farm's check before a sweep (driver.check_capacity) on this cluster as Ray reports its nodes:
+    a head without GPUs, two H200 nodes of 4 GPUs, an A100 node of 8."""
+    from farm.errors import UserError
+    from farm.run import driver
+    from farm.study.spec import EngineSpec
+    from farm.study.trial import Trial
+
+    def trial(gpus: int) -> Trial:
+        return Trial(id=f"mock-0000000{gpus}", engine="mock", model_key="m", model="farm-tiny", flags={"gpus": gpus},
+                     profiles=["p"], gpus=gpus)
+
+    h200 = {"mock": EngineSpec(accelerator_type="H200")}
+    driver.check_capacity([trial(GPUS_PER_NODE)], h200)
+    with pytest.raises(UserError, match=f"needs 8 GPU\\(s\\) on one node; the largest H200 node has {GPUS_PER_NODE}$"):
+        driver.check_capacity([trial(8)], h200)
+    driver.check_capacity([trial(8)])  # no type asked: the A100 node fits
+    with pytest.raises(UserError, match=r"needs 9 GPU\(s\) on one node; the largest node has 8$"):
+        driver.check_capacity([trial(9)])
+    b200 = {"mock": EngineSpec(accelerator_type="B200")}
+    driver.check_capacity([trial(0)], b200)  # no GPU, no type
+    with pytest.raises(UserError, match=r"no node has GPUs of type B200 \(the cluster has: A100, H200\)"):
+        driver.check_capacity([trial(1)], b200)
 
 
 def test_farm_metrics_on_rays_prometheus_endpoint(cluster_sweep):
@@ -269,4 +299,4 @@ def test_farm_status_saw_trials_running_then_all_done(cluster_sweep):
         assert name == actor_name(outcome.sweep_id, trials[trial_id], 1)
     # (the sweep itself is marked finished by the CLI after its report; run_sweep leaves it running)
     final = sweep_status(cluster_sweep["uri"], cluster_sweep["outcome"].sweep_id)
-    assert final.counts() == {"done": 8, "failed": 0, "running": 0, "pending": 0}
+    assert {state: n for state, n in final.counts().items() if n} == {"done": 8}

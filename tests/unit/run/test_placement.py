@@ -1,19 +1,14 @@
-"""Placement and submission logic without a cluster: the mock engine's declared GPUs, the
-capacity check with an accelerator type, the job's entrypoint and what travels with it."""
+"""Placement and submission logic without a cluster: the mock engine's declared GPUs, the study's
+accelerator type, the job's entrypoint and what travels with it. The capacity check's refusals
+run against a real simulated cluster (tests/e2e/test_cluster_placement.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from farm.engines import get_engine
-from farm.errors import UserError
 from farm.study.spec import EngineSpec
 from farm.study.trial import Trial
-
-
-def _trial(gpus: int, engine: str = "mock", **flags) -> Trial:
-    return Trial(id=f"{engine}-0000000{gpus}", engine=engine, model_key="m", model="farm-tiny",
-                 flags={"gpus": gpus, **flags} if engine == "mock" else flags, profiles=["p"], gpus=gpus)
 
 
 @pytest.mark.parametrize("value, gpus", [(None, 0), (0, 0), (1, 1), (4, 4)])
@@ -31,25 +26,6 @@ def test_mock_gpus_flag_declares_gpus_and_never_reaches_the_server(value, gpus):
 def test_mock_gpus_flag_must_be_a_count(bad):
     with pytest.raises(ValueError, match="whole number"):
         get_engine("mock").gpus({"gpus": bad})
-
-
-def _nodes(*specs):
-    return [{"Alive": True, "NodeID": f"n{i}", "Resources": res} for i, res in enumerate(specs)]
-
-
-def test_capacity_counts_only_nodes_of_the_accelerator_type(monkeypatch):
-    from farm.run import driver
-
-    monkeypatch.setattr(driver.ray, "nodes", lambda: _nodes(
-        {"CPU": 8}, {"CPU": 8, "GPU": 8, "accelerator_type:A100": 1}, {"CPU": 8, "GPU": 2, "accelerator_type:H200": 1}))
-    h200 = {"mock": EngineSpec(accelerator_type="H200")}
-    driver.check_capacity([_trial(2)], h200)
-    with pytest.raises(UserError, match="largest H200 node has 2"):
-        driver.check_capacity([_trial(4)], h200)
-    driver.check_capacity([_trial(8)])  # no type asked: the A100 node fits
-    driver.check_capacity([_trial(0)], {"mock": EngineSpec(accelerator_type="B200")})  # no GPU, no type
-    with pytest.raises(UserError, match=r"no node has GPUs of type B200 \(the cluster has: A100, H200\)"):
-        driver.check_capacity([_trial(1)], {"mock": EngineSpec(accelerator_type="B200")})
 
 
 def test_study_accelerator_type_is_every_engines_default(tmp_path):
