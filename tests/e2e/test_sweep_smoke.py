@@ -4,12 +4,14 @@ real mock-server engines, a temporary SQLite MLflow store."""
 from __future__ import annotations
 
 import os
-import time
+from collections import Counter
 
 import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import REPO, run_farm
+from farm.study.grid import expand
+from sweeptools import HANG_S, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -91,10 +93,7 @@ def test_no_engine_outlives_the_sweep(smoke):
         path = client.download_artifacts(child.info.run_id, "result.json", str(tmp))
         pids.append(json.loads(open(path).read())["engine_pid"])
     assert len(pids) == 4 and all(pids)
-    deadline = time.monotonic() + 5
-    while not all(_dead(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert all(_dead(p) for p in pids)
+    wait_until(lambda: all(_dead(p) for p in pids), HANG_S, what=f"the engines {pids} to be gone")
 
 
 def test_dry_run_lists_the_full_study_without_starting_anything(tmp_path):
@@ -131,16 +130,30 @@ def test_a_trial_needing_more_gpus_than_any_node_is_refused(tmp_path):
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "runs").exists()
 
 
-def test_dry_run_estimates_at_the_durations_the_last_sweep_measured(smoke, tmp_path):
+def _grid_line(dry_run_stdout: str, study, grid: str) -> str:
+    """The dry run's line for `grid`, checked against the grid itself: as many trials as it
+    expands to, per engine, and their runs (one per trial and profile)."""
+    trials = expand(study, grid)
+    line = next(ln.strip() for ln in dry_run_stdout.splitlines() if ln.strip().startswith(f"{grid}: "))
+    runs = sum(len(t.profiles) for t in trials)
+    assert line.startswith(f"{grid}: {len(trials)} trials (") and f"), {runs} runs," in line, line
+    per_engine = line.split("(", 1)[1].split(")", 1)[0]
+    assert sorted(per_engine.split(", ")) == sorted(f"{n} {e}" for e, n in Counter(t.engine for t in trials).items()), line
+    return line
+
+
+def test_dry_run_estimates_at_the_durations_the_last_sweep_measured(smoke, study, tmp_path):
     proc, uri, tmp = smoke
     assert proc.returncode == 0
     out = run_farm("sweep", "--grid", "smoke", "--dry-run", "--tracking-uri", uri, cwd=tmp)
     assert out.returncode == 0, out.stderr
     sweep_id = next(w for w in proc.stdout.split() if len(w) == 32 and w.isalnum())
-    assert f"durations from sweep {sweep_id} (8 runs): engine start mock" in out.stdout
-    assert "smoke: 4 trials (4 mock), 8 runs" in out.stdout and f"at durations measured in sweep {sweep_id}" in out.stdout
+    smoke_line = _grid_line(out.stdout, study, "smoke")
+    measured = sum(len(t.profiles) for t in expand(study, "smoke"))  # every run of the smoke sweep
+    assert f"durations from sweep {sweep_id} ({measured} runs): engine start mock" in out.stdout
+    assert f"at durations measured in sweep {sweep_id}" in smoke_line
     # a grid whose profiles and engines that sweep never ran keeps the seed's durations
-    assert "full: 262 trials" in out.stdout and "GPU-hours at the seed's measured durations" in out.stdout
+    assert "GPU-hours at the seed's measured durations" in _grid_line(out.stdout, study, "full")
     # a store that is not there is a mistake, and is not created
     missing = tmp_path / "none.db"
     bad = run_farm("sweep", "--grid", "smoke", "--dry-run", "--tracking-uri", f"sqlite:///{missing}", cwd=tmp_path)
