@@ -10,12 +10,14 @@ without that environment on PATH. Stopped through its process group (never `ray 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from farm.headcheck import MARK
 from raynodes import BIN, start_node
 from sweeptools import isolated_env
 
@@ -72,7 +74,13 @@ def test_the_check_passes_where_the_heads_python_has_farms_dependencies(bare_hea
     root = stage(None, tmp_path)
     client = JobSubmissionClient(bare_head["address"])
     check_head(client, bare_head["address"], {"working_dir": str(root), "env_vars": {"PATH": f"{BIN}:/usr/bin:/bin"}},
-               "farm-test-check-ok")  # no UserError
+               "farm-test-check-ok")  # a UserError line where the head's python lacked something
+    # The check really ran on the head, with farm's interpreter, and found nothing missing.
+    assert str(client.get_job_status("farm-test-check-ok").value) == "SUCCEEDED"
+    logs = client.get_job_logs("farm-test-check-ok").splitlines()
+    report = json.loads(next(line[len(MARK):] for line in logs if line.startswith(MARK)))
+    assert Path(report["python"]) == BIN / "python", report
+    assert report["missing"] == [] and report["mismatched"] == [] and not report.get("too_old"), report
 
 
 def test_a_head_without_any_python_on_its_path_is_named(bare_head, tmp_path):
