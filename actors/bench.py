@@ -11,6 +11,7 @@ import importlib.metadata
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import threading
@@ -21,13 +22,14 @@ import httpx
 import ray
 from pydantic import BaseModel, ConfigDict, Field
 
-from actors import bench_client
+from actors import bench_client, compile_cache
 from actors.datasets import DatasetMissing, prepare_sharegpt
 from farm.engines import get_engine
 from farm.engines.base import Failure, redact_args
 from actors.proc import (EngineEnvError, EngineExited, EngineProcess, ReadyTimeout, clean_env, expand_env, free_port,
                        tail)
 from farm.analysis import capacity, outcome
+from farm.analysis.start_phases import start_cache
 from farm.analysis.results import (ProfileRun, ReportError, Status, TrialResult, WarmupRun, parse_report, slim_report,
                                    stopped_by_time_limit)
 from farm.secrets import redact_flags, scrub, secret_values
@@ -58,6 +60,8 @@ class TrialJob(BaseModel):
     experiment_id: str | None = None
     parent_run_id: str | None = None
     previous_attempts: list[str] = Field(default_factory=list, description="Earlier attempts that failed transiently.")
+    compile_cache: str | None = Field(default=None, description="Where compile caches are shared: `ray:NAME` (the "
+                                      "sweep's registry actor) or a directory every node sees; None: the node's alone.")
 
 
 class TrackingUnavailable(RuntimeError):
@@ -74,6 +78,9 @@ class TrialRunner:
         self._secrets: list[str] = []
         self._port = 0
         self._cancelled = threading.Event()
+        self._group: str | None = None
+        self._group_dir = cache_dir() / "compile"
+        self._gpu_model: str | None = None
         # One guidellm client process for the trial's warm-ups and runs (actors/bench_client.py).
         self.client = bench_client.ClientSession()
 
@@ -128,24 +135,82 @@ class TrialRunner:
                 files[name] = None
         return files
 
-    def _engine_env(self) -> tuple[dict[str, str], bool | None]:
+    def _engine_env(self, reported: dict) -> tuple[dict[str, str], bool | None]:
         """The engine's environment, and whether its compile cache on this node is empty (a cold
-        start; None where the engine keeps no cache farm knows of)."""
+        start; None where the engine keeps no cache farm knows of). A group's cache another node
+        or sweep published is pulled first (actors/compile_cache.py); what happened goes into
+        `reported`."""
         spec, trial = self.job.engine_spec, self.job.trial
         wanted = self.engine.env(spec, trial)
-        # Compile caches live in farm's node cache, shared by every trial on the node; the study's
-        # own environment may put them elsewhere.
-        caches = {k: v for k, v in self.engine.cache_env(cache_dir() / "compile").items() if k not in wanted}
+        # Compile caches live in farm's node cache, one directory per compile group, kept across
+        # trials; the study's own environment may put them elsewhere.
+        self._group = compile_cache.group_key(self.engine, trial, self._gpu_model)
+        self._group_dir = cache_dir() / "compile" / self._group if self._group else cache_dir() / "compile"
+        caches = {k: v for k, v in self.engine.cache_env(self._group_dir, trial.all_flags).items() if k not in wanted}
+        if caches and self._group:
+            reported["compile_cache_group"] = self._group
+            self._pull(reported)
         for path in caches.values():
             Path(path).mkdir(parents=True, exist_ok=True)
         cold = not any(any(Path(path).iterdir()) for path in caches.values()) if caches else None
         return clean_env(dict(os.environ), {**caches, **expand_env(wanted, dict(os.environ))}), cold
 
+    def _store(self, reported: dict):
+        try:
+            return compile_cache.open_store(self.job.compile_cache)
+        except Exception as exc:  # noqa: BLE001 - no shared cache is a cold start, never a failed trial
+            reported["compile_cache_unavailable"] = scrub(f"{type(exc).__name__}: {exc}", self._secrets)[:300]
+            return None
+
+    def _pull(self, reported: dict) -> None:
+        """The group's cache from the shared store, where this node has none of it yet."""
+        if not self.job.compile_cache or compile_cache.has_files(self._group_dir):
+            return
+        store = self._store(reported)
+        if store is None:
+            return
+        try:
+            found = store.get(self._group)
+            if found is None:
+                return
+            meta, blob = found
+            written = compile_cache.unpack(meta, blob, self._group_dir)
+            compile_cache.mark(self._group_dir, meta, "pulled")
+            reported["compile_cache_pulled"] = {"from": store.where, "bytes": meta.bytes, "files": written}
+        except Exception as exc:  # noqa: BLE001 - a corrupt or unreadable pack: discarded, the start goes cold
+            shutil.rmtree(self._group_dir, ignore_errors=True)
+            self._group_dir.mkdir(parents=True, exist_ok=True)
+            reported["compile_cache_discarded"] = scrub(f"{exc}", self._secrets)[:300]
+
+    def _publish(self, result: TrialResult) -> None:
+        """After a start that compiled, the group's cache for the other nodes and later sweeps."""
+        reported = result.engine_reported
+        if not (self.job.compile_cache and self._group) or "compile_cache_pulled" in reported:
+            return
+        if start_cache(reported) != "cold" or not compile_cache.has_files(self._group_dir):
+            return
+        store = self._store(reported)
+        if store is None:
+            return
+        try:
+            meta, blob = compile_cache.pack(self._group_dir, self._group, self.engine.name, self._gpu_model)
+            if meta.bytes > compile_cache.MAX_PACK_BYTES:
+                reported["compile_cache_not_published"] = f"{meta.bytes} bytes, more than the {compile_cache.MAX_PACK_BYTES}"
+                return
+            store.put(meta, blob)
+            compile_cache.mark(self._group_dir, meta, "published")
+            reported["compile_cache_published"] = {"to": store.where, "bytes": meta.bytes, "files": meta.files}
+        except Exception as exc:  # noqa: BLE001 - the trial measured what it measured; sharing is a bonus
+            reported["compile_cache_not_published"] = scrub(f"{type(exc).__name__}: {exc}", self._secrets)[:300]
+
     # -- the trial -----------------------------------------------------------------------
     def run(self) -> TrialResult:
         job, trial, spec = self.job, self.job.trial, self.job.engine_spec
+        gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+        self._gpu_model = _gpu_name(gpus) if trial.gpus else None
+        reported: dict = {}
         try:
-            env, cold = self._engine_env()
+            env, cold = self._engine_env(reported)
         except EngineEnvError as exc:
             env, cold, env_problem = clean_env(dict(os.environ), {}), None, str(exc)
         else:
@@ -167,7 +232,8 @@ class TrialRunner:
             artifacts_dir=str(self.dir), guidellm_version=_guidellm_version(),
         )
         if trial.gpus:
-            result.gpu_name = _gpu_name(result.gpus)
+            result.gpu_name = self._gpu_model if result.gpus == gpus else _gpu_name(result.gpus)
+        result.engine_reported.update(reported)
         if cold is not None:
             result.engine_reported["compile_cache_cold"] = cold
         if env_problem:
@@ -178,6 +244,8 @@ class TrialRunner:
             self._run(result, env)
         finally:
             self.stop()
+            if not self._cancelled.is_set():
+                self._publish(result)
             result.finished_at = time.time()
             result.log_tail = self._log_tail()
             self._scrub_artifacts()

@@ -384,7 +384,7 @@ class Engine:
         """Variables this engine needs on top of the node's environment."""
         return dict(spec.env)
 
-    def cache_env(self, root: PurePosixPath) -> dict[str, str]:
+    def cache_env(self, root: PurePosixPath, flags: Mapping[str, Any] | None = None) -> dict[str, str]:
         """Variables that put the engine's compile caches (torch.compile, JIT kernels) under `root`,
         a per-node directory that outlives trials: a second start of a configuration skips compiling."""
         return {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 import shlex
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -110,12 +110,20 @@ class MockEngine(Engine):
         warm = float(flags.get("warm-start-s", cold))
         marker = hashlib.sha1(str(self.compile_key(trial.model, flags, trial.weights)).encode()).hexdigest()[:16]
         # farm's node cache (actors/tokenizer.py: cache_dir), where real engines' compile caches go
-        script = ('d="${FARM_CACHE_DIR:-$HOME/.cache/farm}/compile/mock"; mkdir -p "$d"; '
+        script = ('d="${FARM_MOCK_CACHE_DIR:-${FARM_CACHE_DIR:-$HOME/.cache/farm}/compile/mock}"; mkdir -p "$d"; '
                   f'm="$d/{marker}"; '
                   f'if [ -e "$m" ]; then echo "farm mock: compile cache warm"; sleep {warm}; '
                   f'else echo "farm mock: compile cache cold"; sleep {cold}; fi; '
                   'touch "$m"; exec "$@"')
         return ["sh", "-c", script, "mock-engine", *argv]
+
+    def cache_env(self, root: PurePosixPath, flags: Mapping[str, Any] | None = None) -> dict[str, str]:
+        # A mock with a simulated start (`start-s`) keeps a simulated compile cache (a marker per
+        # compile group) where farm keeps the group's cache, so farm's sharing moves it like a real
+        # engine's (actors/compile_cache.py); one without compiles nothing and keeps no cache.
+        if not flags or "start-s" not in flags:
+            return {}
+        return {"FARM_MOCK_CACHE_DIR": str(PurePosixPath(root) / "mock")}
 
     def start_estimate_s(self, flags: Mapping[str, Any]) -> tuple[float, float]:
         if "start-s" not in flags:

@@ -350,7 +350,7 @@ class SGLangEngine(Engine):
     def version_command(self, spec: EngineSpec) -> list[str] | None:
         return self.python(spec) + ["-c", "import sglang; print(sglang.__version__)"]
 
-    def cache_env(self, root: PurePosixPath) -> dict[str, str]:
+    def cache_env(self, root: PurePosixPath, flags: Mapping[str, Any] | None = None) -> dict[str, str]:
         # What SGLang 0.5.16 compiles at start and keeps (its environ.py, tvm_ffi/cpp/extension.py):
         # its own JIT kernels (tvm-ffi builds), the Triton kernels of the linear-attention and mamba
         # backends, DeepGEMM's FP8 kernels, and its own cache (FA3 lock files). On the H200 a start

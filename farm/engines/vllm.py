@@ -251,7 +251,7 @@ class VLLMEngine(Engine):
         # POST /reset_prefix_cache before every benchmark run is a dev-mode endpoint.
         return {"VLLM_SERVER_DEV_MODE": "1", **spec.env}
 
-    def cache_env(self, root: PurePosixPath) -> dict[str, str]:
+    def cache_env(self, root: PurePosixPath, flags: Mapping[str, Any] | None = None) -> dict[str, str]:
         # torch.compile artifacts live under VLLM_CACHE_ROOT/torch_compile_cache, keyed by a hash of
         # the config: on the H200 a second start of one configuration took 103 s instead of 241 s.
         return {"VLLM_CACHE_ROOT": str(PurePosixPath(root) / "vllm")}

@@ -305,6 +305,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             ctx = ray.init(address="local", log_to_driver=False)  # never join a cluster `ray start` left running here
             started_ray = True
         on_ray(getattr(ctx, "dashboard_url", None))  # a Ray Client context may have none
+    sweep_id: str | None = None
     try:
         check_capacity(trials, study.engines)
         if point is not None:
@@ -324,6 +325,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         on_sweep(sweep_id)
         if estimates:
             on_schedule(estimates)
+        shared_cache = _compile_cache(study, sweep_id)
         # inside a Ray job: which job runs this sweep, and the sweep's MLflow link in the job's metadata
         tag_sweep_with_submission(tracking_uri, sweep_id, mlflow_run_link(tracking_uri, exp_id, sweep_id))
         outcome = SweepOutcome(sweep_id=sweep_id, experiment_id=exp_id)
@@ -346,7 +348,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                             workdir=str(workdir / f"pass-{pass_index}" if later else workdir), order_seed=pass_index - 1,
                             first_pass=not later,
                             tracking_uri=None if later else tracking_uri, experiment_id=exp_id,
-                            parent_run_id=None if later else sweep_id)
+                            parent_run_id=None if later else sweep_id, compile_cache=shared_cache)
 
         jobs = [make_job(t, plan.first_pass_repeats(repeats)) for t in todo + [t for t, _ in controls]]
         max_in_flight = study.grids[grid].max_concurrent_trials or study.max_concurrent_trials
@@ -401,9 +403,34 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         outcome.results = tracking.load_results(tracking_uri, sweep_id)
         return outcome
     finally:
+        _REGISTRIES.pop(sweep_id or "", None)
         if started_ray:
             ray.shutdown()
 
+
+
+def _compile_cache(study: Study, sweep_id: str) -> str | None:
+    """Where the sweep's trials share compile caches (actors/compile_cache.py): the study's
+    directory, or, on a cluster of several nodes, the sweep's registry actor in Ray's object
+    store (started here, in the sweep's namespace, ended with the driver); None on one node,
+    whose own cache is all there is."""
+    if study.compile_cache and study.compile_cache != "ray":
+        return study.compile_cache
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    if study.compile_cache != "ray" and len(alive) <= 1:
+        return None
+    from actors.compile_cache import REGISTRY_NAME, CacheRegistry
+
+    namespace = sweep_namespace(sweep_id)
+    registry = ray.remote(CacheRegistry).options(name=REGISTRY_NAME, namespace=namespace, num_cpus=0,
+                                                 get_if_exists=True).remote()
+    ray.get(registry.keys.remote())  # up and named before the first trial looks for it
+    # Held while the driver runs: Ray ends an actor no handle refers to, named or not.
+    _REGISTRIES[sweep_id] = registry
+    return f"ray:{namespace}"
+
+
+_REGISTRIES: dict[str, object] = {}
 
 
 def _unmeasurable(study: Study, todo: list[Trial], *, primary: str, sweep_id: str, exp_id: str, tracking_uri: str,

@@ -87,6 +87,8 @@ def _resolve_relative_paths(data: dict, base: Path) -> None:
                 engine["venv"] = fix(engine["venv"])
             if isinstance(engine.get("launcher"), list) and engine["launcher"]:
                 engine["launcher"][0] = fix(engine["launcher"][0])
+    if isinstance(data.get("compile_cache"), str) and data["compile_cache"] != "ray":
+        data["compile_cache"] = fix(data["compile_cache"])
     reference = data.get("reference")
     if isinstance(reference, dict) and "results" in reference:
         reference["results"] = fix(reference["results"])

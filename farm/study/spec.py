@@ -84,6 +84,12 @@ class Study(_Strict):
         description="GPU model every GPU trial must run on, as Ray names it (e.g. 'H200'); an engine's own "
         "`accelerator_type` overrides it.",
     )
+    compile_cache: str | None = Field(
+        default=None,
+        description="Where trials share engine compile caches (actors/compile_cache.py): a directory every node sees "
+        "(kept across sweeps and machines, evicted by size), or `ray` for Ray's object store within the sweep; "
+        "default: Ray's object store on a cluster of several nodes, the node's own cache on one.",
+    )
     dummy_output_dependent: Literal["skip", "speed"] = Field(
         default="skip",
         description="A trial on dummy weights whose speed depends on what the model outputs (speculative "

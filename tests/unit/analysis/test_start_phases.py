@@ -3,7 +3,6 @@ whether the start was cold or warm; the report's GPU time splits the starts by p
 
 from __future__ import annotations
 
-import json
 
 from conftest import REPO
 from farm.analysis.results_file import read_results_file

@@ -1,0 +1,80 @@
+"""A compile cache packed on one node unpacks on another; a damaged one is refused, never used."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+
+import pytest
+
+from actors import compile_cache as cc
+from farm.engines import get_engine
+from farm.study.trial import Trial
+
+
+def _group(tmp_path, name="g"):
+    d = tmp_path / name
+    (d / "vllm" / "torch_compile_cache" / "abc").mkdir(parents=True)
+    (d / "vllm" / "torch_compile_cache" / "abc" / "graph.py").write_text("compiled = True\n")
+    (d / "vllm" / "kernel.so").write_bytes(os.urandom(4096))
+    return d
+
+
+def test_a_pack_unpacks_to_the_same_files_elsewhere(tmp_path):
+    meta, blob = cc.pack(_group(tmp_path), "k1", "vllm", "NVIDIA H200")
+    assert meta.files == 2 and meta.bytes == len(blob)
+    other = tmp_path / "node-2" / "k1"
+    assert cc.unpack(meta, blob, other) == 2
+    assert (other / "vllm/torch_compile_cache/abc/graph.py").read_text() == "compiled = True\n"
+    assert (other / "vllm/kernel.so").read_bytes() == (tmp_path / "g/vllm/kernel.so").read_bytes()
+
+
+def test_a_damaged_pack_is_refused(tmp_path):
+    meta, blob = cc.pack(_group(tmp_path), "k1", "vllm", None)
+    with pytest.raises(cc.CacheError, match="checksum"):
+        cc.unpack(meta, blob[:-10] + b"0123456789", tmp_path / "x")
+    bogus = b"not a tar at all"
+    with pytest.raises(cc.CacheError, match="does not unpack"):
+        cc.unpack(meta.model_copy(update={"sha256": __import__("hashlib").sha256(bogus).hexdigest()}), bogus, tmp_path / "y")
+    assert not any((tmp_path / "y").rglob("*.so"))
+
+
+def test_a_pack_cannot_write_outside_its_group(tmp_path):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        data = b"x"
+        info = tarfile.TarInfo("../../escaped.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    blob = buf.getvalue()
+    meta = cc.PackMeta(key="k", sha256=__import__("hashlib").sha256(blob).hexdigest(), bytes=len(blob), files=1,
+                       engine="vllm", created_at=0)
+    with pytest.raises(cc.CacheError):
+        cc.unpack(meta, blob, tmp_path / "a" / "b")
+    assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_a_directory_store_keeps_packs_across_sweeps_and_evicts_the_oldest(tmp_path):
+    store = cc.DirStore(tmp_path / "shared", max_bytes=10_000)
+    first = cc.pack(_group(tmp_path, "a"), "a", "vllm", None)
+    store.put(*first)
+    got = store.get("a")
+    assert got is not None and got[0].sha256 == first[0].sha256 and got[1] == first[1]
+    os.utime(tmp_path / "shared" / "a.tgz", (1, 1))  # the oldest
+    store.put(*cc.pack(_group(tmp_path, "b"), "b", "vllm", None))
+    store.put(*cc.pack(_group(tmp_path, "c"), "c", "vllm", None))
+    assert store.get("a") is None and store.get("c") is not None  # over 10 kB: the oldest went
+    assert store.get("never") is None
+
+
+def test_the_group_is_what_changes_compiled_code_on_this_gpu_not_where_the_model_sits():
+    vllm = get_engine("vllm")
+
+    def trial(model, **flags):
+        return Trial(id="x", engine="vllm", model_key="m", model=model, flags=flags, profiles=["p"], gpus=1)
+
+    a = cc.group_key(vllm, trial("/tmp/a/qwen", quantization="fp8", **{"max-num-seqs": 8}), "NVIDIA H200")
+    assert a == cc.group_key(vllm, trial("/home/u/models/qwen", quantization="fp8", **{"max-num-seqs": 256}), "NVIDIA H200")
+    assert a != cc.group_key(vllm, trial("/tmp/a/qwen", quantization="fp8"), "NVIDIA H100")
+    assert a != cc.group_key(vllm, trial("/tmp/a/qwen"), "NVIDIA H200")
