@@ -63,6 +63,10 @@ def cli() -> None:
 @click.option("--baseline", type=opt.NAME, default=None, metavar="TRIAL",
               help="The trial (name or id) the recommendation is compared with (default: the study's baseline, else "
                    "the engine-default trial; a local search's: its start).")
+@click.option("--compile-cache", "compile_cache", type=opt.NAME, default=None, metavar="DIR|ray",
+              help="Where trials share engine compile caches: a directory every node sees (kept across sweeps and "
+                   "machines), or ray (Ray's object store, this sweep); default: the study's compile_cache, else "
+                   "Ray's object store on a cluster of several nodes.")
 @click.option("--workdir", type=opt.DIRECTORY, default="farm-runs", show_default=True,
               help="Where engine logs and guidellm reports are written on each node.")
 @click.option("--no-wait", is_flag=True, help="With --address http://HEAD:8265: submit the job and return.")
@@ -75,7 +79,7 @@ def cli() -> None:
               "recommended trial and command, numbers per profile, failures, counts); progress goes to stderr. "
               "With --dry-run, the trials as JSON.")
 def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, run_budget, strategy, start,
-          budget, baseline, workdir, no_wait, only, quiet, as_json) -> None:
+          budget, baseline, compile_cache, workdir, no_wait, only, quiet, as_json) -> None:
     """Expand a grid into trials and benchmark each on its own engine server.
 
     \b
@@ -96,6 +100,10 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     # The effective repeats and budget travel with the study (its MLflow snapshot, the report's alpha).
     study = study.model_copy(update={k: v for k, v in (("repeats", repeats), ("max_runs", run_budget)) if v is not None})
     study = _with_strategy(study, strategy, budget, repeats=repeats, only=only, resume=resume, start=start)
+    if compile_cache is not None:
+        # a directory as the user wrote it, relative to where they are
+        shared = compile_cache if compile_cache == "ray" else str(Path(compile_cache).expanduser().resolve())
+        study = study.model_copy(update={"compile_cache": shared})
     trials = expand(study, grid)
     start_id = None
     if study.strategy == "local" and study.start:
@@ -125,6 +133,9 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     from farm.run.jobs import (check_tracking_for_cluster, enable_client_token, is_client_address, is_jobs_address,
                                submit_from_cli)
 
+    if compile_cache is not None and is_jobs_address(address):
+        raise UserError("is where this machine's trials share caches; with --address http://... the sweep runs as a "
+                        "Ray job: set the study's `compile_cache:` instead", key="--compile-cache")
     if baseline is not None and is_jobs_address(address):
         raise UserError("shapes the report this machine writes; with --address http://... the sweep runs as a Ray "
                         "job: set the study's `baseline:` instead, or use `farm report SWEEP_ID --baseline TRIAL`",

@@ -64,6 +64,9 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "nor
           f"profiles {', '.join(study.grid_profiles(grid))}, primary {study.grid_primary_profile(grid)}")
     if durations_note:
         print(durations_note)
+    if study.compile_cache:
+        print("compile caches shared through " + ("Ray's object store (this sweep)" if study.compile_cache == "ray"
+                                                   else f"directory {study.compile_cache}"))
     print("cost of each grid" + (":" if measured else " at the seed's measured durations:"))
     for cost in grid_costs(study, {grid: trials}, measured).values():
         print(f"  {cost.line()}")

@@ -43,7 +43,7 @@ case "$grid" in
 esac
 common=(--config "$B/src/configs/h200-dummy.yaml" --grid "$grid" --tracking-uri "sqlite:///$B/store/mlflow.db"
         --workdir "$B/runs")
-if [ ! -f "$idfile" ]; then
+if [ "$grid" != starts ] && [ ! -f "$idfile" ]; then
   # The id is kept as soon as the sweep prints it: a machine lost mid-trial is resumed, not restarted.
   # FARM_H200_SWEEP_ARGS="--strategy halving --budget 1": options of the new sweep (a resume reads
   # its strategy and budget back from the sweep's run).
@@ -52,6 +52,25 @@ if [ ! -f "$idfile" ]; then
     printf '%s\n' "$line"
     if [[ ! -f $idfile && $line =~ ^sweep\ ([0-9a-f]{32}) ]]; then echo "${BASH_REMATCH[1]}" > "$idfile"; fi
   done
+fi
+if [ "$grid" = starts ]; then
+  # Issue "Warm starts": the grid's two compile groups started cold on node cache A, publishing
+  # their packs to $B/packs; then a second sweep on an empty node cache B pulls them and starts
+  # warm, as a fresh machine would with the packs carried to it. Both sweeps in the store.
+  for node in a b; do
+    if [ ! -f "sweep-id.starts-$node" ]; then
+      FARM_CACHE_DIR="$B/cache-starts-$node" farm sweep "${common[@]}" --compile-cache "$B/packs" 2>&1 |
+        while IFS= read -r line; do
+          printf '%s\n' "$line"
+          if [[ ! -f sweep-id.starts-$node && $line =~ ^sweep\ ([0-9a-f]{32}) ]]; then
+            echo "${BASH_REMATCH[1]}" > "sweep-id.starts-$node"; fi
+        done
+    else
+      FARM_CACHE_DIR="$B/cache-starts-$node" farm sweep "${common[@]}" --compile-cache "$B/packs" \
+        --resume "$(cat "sweep-id.starts-$node")"
+    fi
+  done
+  echo "sweep job done"; exit 0
 fi
 if [ "${FARM_H200_FIRST_ONLY:-0}" = 1 ]; then echo "sweep job done (first trials only)"; exit 0; fi
 # FARM_H200_NEXT="step3_performance_mode ..." runs those pending trials of the sweep first.

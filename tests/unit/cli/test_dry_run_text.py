@@ -19,3 +19,11 @@ def test_a_trial_the_memory_fit_model_cannot_size_is_not_called_a_fit():
     assert proc.returncode == 0, proc.stderr
     line = next(line for line in proc.stdout.splitlines() if line.startswith("strategy halving"))
     assert "0 trial(s) pruned: does not fit; 4 not predicted" in line
+
+
+def test_compile_cache_option_names_where_caches_are_shared(tmp_path):
+    proc = run_farm("sweep", "--config", str(REPO / "configs/h200-dummy.yaml"), "--grid", "starts", "--dry-run",
+                    "--compile-cache", "packs", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"compile caches shared through directory {tmp_path / 'packs'}" in proc.stdout
+    assert not (tmp_path / "packs").exists()  # a dry run writes nothing
