@@ -358,24 +358,33 @@ def add_job_metadata(submission_id: str, values: dict[str, str]) -> bool:
     """Add `values` to a running job's metadata (what `ray job list` and the dashboard's job page
     show). Ray's Jobs API sets metadata only at submission, before the sweep has an id, so this
     updates the job's record in place, as Ray's job supervisor does for its status (which reads
-    the record before each write, so these keys stay). Returns whether it did; a Ray whose record
-    looks otherwise is left alone: the link is also in the job's log."""
+    the record before each write, so these keys stay). Returns whether it did; where it cannot
+    (a Ray whose record looks otherwise), one warning line on stderr says why and the job runs on:
+    the link is also in the job's log."""
     import ray
     from ray.experimental import internal_kv
 
     key = JOB_INFO_KEY.format(submission_id=submission_id).encode()
     try:
         if not ray.is_initialized():
-            return False
-        raw = internal_kv._internal_kv_get(key, namespace=JOB_INFO_NAMESPACE)
-        info = json.loads(raw) if raw else None
-        if not isinstance(info, dict) or not isinstance(info.get("metadata", {}), dict):
-            return False
-        info["metadata"] = {**(info.get("metadata") or {}), **values}
-        internal_kv._internal_kv_put(key, json.dumps(info).encode(), overwrite=True, namespace=JOB_INFO_NAMESPACE)
-        return True
-    except Exception:  # a private layout that changed: the job runs on without the metadata
-        return False
+            why = "this process is not connected to Ray"
+        else:
+            raw = internal_kv._internal_kv_get(key, namespace=JOB_INFO_NAMESPACE)
+            info = json.loads(raw) if raw else None
+            if info is None:
+                why = f"Ray keeps no record of job {submission_id} (key {key.decode()} in namespace {JOB_INFO_NAMESPACE!r})"
+            elif not isinstance(info, dict) or not isinstance(info.get("metadata", {}), dict):
+                why = f"Ray's record of job {submission_id} is not laid out as farm knows it"
+            else:
+                info["metadata"] = {**(info.get("metadata") or {}), **values}
+                internal_kv._internal_kv_put(key, json.dumps(info).encode(), overwrite=True,
+                                             namespace=JOB_INFO_NAMESPACE)
+                return True
+    except Exception as exc:  # a private layout that changed: the job runs on without the metadata
+        why = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
+    print(f"warning: job {submission_id}'s metadata does not name the sweep ({why}); its log does", file=sys.stderr,
+          flush=True)
+    return False
 
 
 def _shipped(path: Path) -> bool:

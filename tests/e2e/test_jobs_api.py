@@ -9,6 +9,7 @@ The nodes and the server are stopped through the process groups this test starte
 
 from __future__ import annotations
 
+import json
 import secrets
 import subprocess
 import sys
@@ -72,11 +73,49 @@ def test_the_job_succeeds_and_its_log_is_followed(submitted, cluster):
     proc = submitted
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     out = proc.stdout
-    assert "submitted job farm-" in out
-    assert f"dashboard: {cluster['address']}/#/jobs/farm-" in out
+    job = out.split("submitted job ", 1)[1].split(":", 1)[0]
+    assert job.startswith("farm-")
+    assert f"dashboard: {cluster['address']}/#/jobs/{job}" in out
     # the job's own output (the sweep on the head), streamed here
     assert "recommended" in out and "--ttft-ms=50" in out.split("recommended", 1)[1]
-    assert "succeeded" in out.splitlines()[-2] or "succeeded" in out
+    # then the job's end as the Jobs API reports it
+    assert f"job {job} succeeded" in out.splitlines(), out[-2000:]
+
+
+# The Jobs API as a user's `ray job list` reads it, in a process of its own (Ray's token mode is
+# process state, read once).
+JOB_INFO = """
+import json, sys
+from ray.job_submission import JobSubmissionClient
+info = JobSubmissionClient(sys.argv[1]).get_job_info(sys.argv[2])
+print(json.dumps({"status": str(info.status.value), "metadata": info.metadata}))
+"""
+
+
+def test_the_jobs_metadata_names_its_sweep_and_mlflow_run(submitted, cluster, mlflow_server, study):
+    """farm's own path: the sweep's driver, inside the job, adds its sweep id and MLflow link to
+    the job's metadata (farm/run/jobs.py); the Jobs API shows them beside the submission's own
+    metadata after the job ended."""
+    from mlflow.tracking import MlflowClient
+
+    from farm.store import schema
+
+    assert submitted.returncode == 0
+    job = submitted.stdout.split("submitted job ", 1)[1].split(":", 1)[0]
+    env = {**isolated_env(cluster["tmp"] / "laptop"), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": cluster["token"]}
+    read = subprocess.run([sys.executable, "-c", JOB_INFO, cluster["address"], job], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert read.returncode == 0, read.stderr[-2000:]
+    info = json.loads(read.stdout.strip().splitlines()[-1])
+    client = MlflowClient(mlflow_server["uri"])
+    exp = client.get_experiment_by_name("qwen3.5-35b-a3b")
+    (sweep,) = client.search_runs([exp.experiment_id], filter_string=schema.submission_filter(job))
+    assert info["status"] == "SUCCEEDED"
+    assert info["metadata"] == {
+        schema.GRID_TAG: "smoke", schema.STUDY_TAG: study.name,
+        schema.TRACKING_URI_JOB_KEY: mlflow_server["uri"], schema.SWEEP_TAG: sweep.info.run_id,
+        schema.MLFLOW_RUN_JOB_KEY: f"{mlflow_server['uri']}/#/experiments/{exp.experiment_id}/runs/{sweep.info.run_id}"}
+    assert "metadata does not name the sweep" not in submitted.stdout  # no warning in the job's log
 
 
 def test_results_landed_in_the_mlflow_server_from_both_nodes(submitted, mlflow_server):
