@@ -113,7 +113,7 @@ def run_order(study, trials, scheduled: bool, tmp: Path) -> dict:
             "start_gpu_s": start_gpu_s, "cold": cold}
 
 
-def model(items: list, nodes: dict[str, int], scheduled: bool) -> dict:
+def model(items: list, nodes: dict[str, int], scheduled: bool, shared: bool = False, prewarmed: bool = False) -> dict:
     """The same two orders in a model of the cluster (no processes): trials take their estimates,
     plus the cold start's extra where the node's compile cache does not hold their group yet. Grid
     order: the next trial goes where most GPUs are free (Ray's SPREAD), in grid order."""
@@ -122,6 +122,9 @@ def model(items: list, nodes: dict[str, int], scheduled: bool) -> dict:
     dispatcher = Dispatcher(list(items)) if scheduled else None
     queue = list(items)
     now, running, ran, cache = 0.0, [], [], {}
+    if prewarmed:  # the next sweep with the packs kept (compile_cache: DIR): every group warm from the start
+        cache = {("*", i.group): -1.0 for i in items}
+        shared = True
     while (dispatcher.pending if dispatcher else queue) or running:
         free = dict(nodes)
         for end, node, item in running:
@@ -138,9 +141,11 @@ def model(items: list, nodes: dict[str, int], scheduled: bool) -> dict:
             free[node] -= item.gpus
             if dispatcher:
                 dispatcher.started(item, node, now)
-            written = cache.get((node, item.group))
+            # shared: a group's cache published by its first start on any node (actors/compile_cache.py)
+            where = "*" if shared else node
+            written = cache.get((where, item.group))
             cold = written is None or written > now
-            cache.setdefault((node, item.group), now + (item.cold_start_s if cold else item.warm_start_s))
+            cache.setdefault((where, item.group), now + (item.cold_start_s if cold else item.warm_start_s))
             end = now + item.seconds + (item.cold_extra_s if cold else 0.0)
             running.append((end, node, item))
             ran.append((now, end, item, cold))
@@ -180,6 +185,18 @@ def print_model(tracking_uri: str | None = None) -> None:
     for r in (model(items, nodes, False), model(items, nodes, True)):
         print(f"{r['order']:<11}  {r['trials']:>6}  {r['makespan'] / 3600:>10.2f}  {r['ideal'] / 3600:>7.2f}  "
               f"{r['efficiency']:>10.2f}  {r['gpu_s'] / 3600:>10.1f}  {r['start_gpu_s'] / 3600:>14.1f}  {r['cold']:>11}")
+    # Issue "Warm starts": starts with each node's own compile cache against one shared by the
+    # cluster (a group compiled once in all), scheduled order, N nodes of 8 GPUs.
+    print(f"{'nodes x 8':>9}  {'cache':<8}  {'makespan h':>10}  {'GPU-h starting':>14}  {'cold starts':>11}")
+    for n in (1, 2, 4, 16):
+        cluster = {f"node{i}": GPUS_PER_NODE for i in range(n)}
+        for shared, prewarmed, label in ((False, False, "per node"), (True, False, "shared"),
+                                         (True, True, "kept")):
+            r = model(items, cluster, True, shared=shared, prewarmed=prewarmed)
+            print(f"{n:>9}  {label:<8}  {r['makespan'] / 3600:>10.2f}  "
+                  f"{r['start_gpu_s'] / 3600:>14.1f}  {r['cold']:>11}")
+    print("per node: each node's own cache; shared: one pack a group for the whole cluster (Ray's object store); "
+          "kept: the next sweep, with the packs of this one in compile_cache: DIR")
 
 
 def main() -> None:
