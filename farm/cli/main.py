@@ -118,7 +118,28 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
         study = study.model_copy(update={"baseline": baseline})
     if dry_run:
         measured, note = None, None
-        if tracking_uri:  # the estimate at the durations an earlier sweep of the study measured
+        if resume:
+            # What the resume would run: the sweep's unfinished trials (read from its store, which
+            # must be there: a dry run creates nothing), at what the sweep itself measured.
+            from farm.run.preflight import check_resume, check_store_to_read
+            from farm.store.tracking import default_tracking_uri
+
+            uri = tracking_uri or default_tracking_uri()
+            check_store_to_read(uri)
+            point = check_resume(uri, resume, study, grid, trials)
+            trials = point.rename(trials)
+            done = [t for t in trials if t.id in point.finished]
+            trials = [t for t in trials if t.id not in point.finished]
+            note = (f"resume of sweep {resume}: {len(done)} trial(s) finished, not run again"
+                    + (f" ({', '.join(t.label for t in done[:8])}{', ...' if len(done) > 8 else ''})" if done else "")
+                    + f"; {len(trials)} to run, listed below")
+            if (repeats or study.repeats) == "auto" or study.strategy in ("halving", "local"):
+                note += (f"; {'--repeats auto' if study.strategy == 'grid' else 'the ' + study.strategy + ' strategy'} "
+                         f"plans its further runs from the stored results when it runs")
+            if not trials:
+                print(note.replace("; 0 to run, listed below", "") + ("" if "plans" in note else "; nothing is left to run"))
+                return
+        elif tracking_uri:  # the estimate at the durations an earlier sweep of the study measured
             from farm.run.estimate import previous_durations  # mlflow: only when a store is named
 
             measured, note = previous_durations(tracking_uri, study)

@@ -127,6 +127,30 @@ def check_store_to_read(uri: str) -> None:
     db = sqlite_path(uri)
     if db is not None and not db.is_file():
         raise UserError(f"there is no tracking store at {db}", key="--tracking-uri")
+    if db is not None:
+        _check_mlflow_tables(db)
+
+
+def _check_mlflow_tables(db: Path) -> None:
+    """A SQLite file a command only reads must already be an MLflow store: opened by MLflow, any
+    other database (or an empty file) would get MLflow's schema written into it. Read-only here."""
+    import sqlite3
+
+    key = "--tracking-uri"
+    if db.stat().st_size == 0:
+        raise UserError(f"{db} is an empty file, not an MLflow store (a sweep writes one)", key=key)
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        raise UserError(f"{db} cannot be read as a SQLite database ({exc})", key=key) from None
+    missing = {"experiments", "runs", "alembic_version"} - tables
+    if missing:
+        raise UserError(f"{db} is not an MLflow store (no {', '.join(sorted(missing))} table): farm reads the stores "
+                        f"its sweeps write", key=key)
 
 
 def stored_sweep_results(uri: str, sweep_id: str) -> list[TrialResult]:

@@ -185,6 +185,19 @@ class Study(_Strict):
                 for flag in list(block.flags) + list(block.axes):
                     if flag in required:
                         raise _RefError(f"{where}.{flag}", f"flag given twice (engine '{block.engine}' already sets it)")
+                known = set(block.axes) | set(block.flags) | set(block.knob_axes) | set(block.knobs)
+                for i, rule in enumerate(block.exclude):
+                    for key in rule:
+                        if key not in known:
+                            raise _RefError(f"{where}.exclude[{i}].{key}", f"'{key}' is no axis, knob or flag of this "
+                                            f"block: the rule would match nothing")
+            named: dict[str, int] = {}
+            for b, block in enumerate(grid.blocks):
+                if block.name is not None and block.name in named:
+                    raise _RefError(f"grids.{gname}.blocks[{b}].name", f"'{block.name}' names blocks[{named[block.name]}] "
+                                    f"too: a name is one trial ('after' and --trial find it by it)")
+                if block.name is not None:
+                    named[block.name] = b
         return self
 
     def grid_profiles(self, grid: str) -> list[str]:

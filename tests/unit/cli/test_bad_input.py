@@ -54,6 +54,14 @@ CASES = [
      "{study}: line 12: malformed YAML: expected ',' or ']', but got '<scalar>'"),
     ("mock-admission-limit-zero", _edit("      ttft-ms: 5\n", "      ttft-ms: 5\n      admission-limit: 0\n"), [],
      "{study}: grids.g.blocks[0]: mock flag 'admission-limit' must be a whole number >= 1, got 0"),
+    ("exclude-names-nothing", _edit("          itl-ms: [1, 2]\n", "          itl-ms: [1, 2]\n        exclude: [{itl: 1}]\n"),
+     [], "{study}: grids.g.blocks[0].exclude[0].itl: 'itl' is no axis, knob or flag of this block: the rule would "
+         "match nothing"),
+    ("two-blocks-one-name", _edit("          itl-ms: [1, 2]\n", "          itl-ms: [1, 2]\n"
+                                  "      - {engine: mock, models: [tiny], name: a}\n"
+                                  "      - {engine: mock, models: [tiny], name: a, flags: {itl-ms: 7}}\n"),
+     [], "{study}: grids.g.blocks[2].name: 'a' names blocks[1] too: a name is one trial ('after' and --trial find it "
+         "by it)"),
     ("unknown-key", _edit("name: broken\n", "name: broken\nmax_retires: 3\n"), [],
      "{study}: max_retires: unknown key"),
     ("unknown-nested-key", _edit("    requests: 4\n", "    requests: 4\n    requets: 5\n"), [],

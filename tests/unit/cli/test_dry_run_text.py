@@ -27,3 +27,24 @@ def test_compile_cache_option_names_where_caches_are_shared(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert f"compile caches shared through directory {tmp_path / 'packs'}" in proc.stdout
     assert not (tmp_path / "packs").exists()  # a dry run writes nothing
+
+
+def test_a_dry_run_of_a_resume_shows_what_the_resume_would_run(tmp_path):
+    import tarfile
+
+    with tarfile.open(REPO / "bench/h200/store.tgz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    config = str(REPO / "configs/h200-dummy.yaml")
+    proc = run_farm("sweep", "--config", config, "--grid", "sglang", "--resume", "dd5bd9360b9b425f90e4ac5ed298874b",
+                    "--tracking-uri", uri, "--dry-run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 trial(s) finished, not run again (engine_sglang_default); 7 to run" in proc.stdout
+    listed = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("sglang-") and len(line.split()) > 1]
+    assert len(listed) == 7 and "engine_sglang_default" not in listed
+    done = run_farm("sweep", "--config", config, "--grid", "seed", "--resume", "aa0e8ed837734ac3bb3a11f5178e8f9e",
+                    "--tracking-uri", uri, "--dry-run", cwd=tmp_path)
+    assert done.returncode == 0 and "nothing is left to run" in done.stdout
+    missing = run_farm("sweep", "--config", config, "--grid", "seed", "--resume", "a" * 32,
+                       "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}", "--dry-run", cwd=tmp_path)
+    assert missing.returncode == 2 and not (tmp_path / "none.db").exists()
