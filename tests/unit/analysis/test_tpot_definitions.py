@@ -91,3 +91,17 @@ def test_the_consistency_check_holds_on_the_h200_runs_and_fires_on_the_seeds_vll
     assert len(vllm_sharegpt) == 5
     msg = flagged[("final_baseline_generation_heavy", "generation_heavy")]
     assert "2.48 ms" in msg and "27.77 ms" in msg and "too small for the run's own latency" in msg
+
+
+def test_every_per_run_check_fires_on_real_anomalies_of_the_seed_and_none_on_the_h200_runs():
+    """Each check code of a run: a fixture from real data where it must fire (the seed's own
+    numbers), and the committed H200 runs, where none must."""
+    from farm.report.build import report_for
+    from farm.study.load import load_study
+
+    per_run = {"rate_mismatch", "tpot_inconsistent", "itl_zero"}
+    seed = report_for(read_results_file(REPO / "tests/fixtures/seed-results.json"), load_study())
+    assert per_run <= {w.code for w in seed.warnings}
+    h200 = report_for(read_results_file(REPO / "bench/h200/results.json"), load_study(REPO / "configs/h200-dummy.yaml"))
+    assert not per_run & {w.code for w in h200.warnings}, [w.message for w in h200.warnings if w.code in per_run]
+    assert len([n for n in h200.notes if "peak output rate" in n]) == 1  # a note, said once
