@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from sweeptools import (alive, child_runs, engine_of, port_free, profile_started, seconds_until_dead, wait_until,
+from sweeptools import (HANG_S, alive, child_runs, engine_of, port_free, profile_started, seconds_until_dead, wait_until,
                         wrapper_launcher, write_study)
 
 pytestmark = pytest.mark.slow
@@ -64,6 +64,7 @@ def lost(tmp_path_factory):
     placed: queue.Queue = queue.Queue()
     placements: dict[tuple[str, int], str | None] = {}
     incidents: dict = {}
+    incident_threads: list[threading.Thread] = []
     log: list[str] = []
     t0 = time.monotonic()
 
@@ -76,7 +77,7 @@ def lost(tmp_path_factory):
         wait_until(lambda: not port_free(port), 120, what="the bystander's engine to listen")
         note(f"ray.kill bystander (engine {pid} on port {port})")
         ray.kill(actor)
-        incidents["kill"] = dict(pid=pid, port=port, gone_s=seconds_until_dead([pid], 10))
+        incidents["kill"] = dict(pid=pid, port=port, gone_s=seconds_until_dead([pid]))
 
     def remove_node(node_id: str) -> None:
         wait_until(lambda: profile_started(workdir, ids["victim"]), 300, what="the victim's benchmark")
@@ -85,7 +86,7 @@ def lost(tmp_path_factory):
         pid, port = engine_of(workdir, ids["victim"])
         note(f"remove_node {node_id[:12]} (victim's engine {pid})")
         cluster.remove_node(next(w for w in workers if w.node_id == node_id))
-        incidents["remove"] = dict(pid=pid, port=port, node=node_id, gone_s=seconds_until_dead([pid], 10))
+        incidents["remove"] = dict(pid=pid, port=port, node=node_id, gone_s=seconds_until_dead([pid]))
 
     def incidents_thread() -> None:
         todo = {"bystander", "victim"}
@@ -95,7 +96,9 @@ def lost(tmp_path_factory):
             if attempt == 1 and name in todo:
                 todo.discard(name)
                 target = kill_actor if name == "bystander" else remove_node
-                threading.Thread(target=target, args=(actor if name == "bystander" else node,), daemon=True).start()
+                thread = threading.Thread(target=target, args=(actor if name == "bystander" else node,), daemon=True)
+                thread.start()
+                incident_threads.append(thread)
 
     def on_event(kind, job, result) -> None:
         note(f"{kind} {names[job.trial.id]} a{job.attempt}" + (f" {result.status.value}" if result else ""))
@@ -116,7 +119,10 @@ def lost(tmp_path_factory):
         outcome = driver.run_sweep(study, "three", trials, tracking_uri=uri, experiment="lost", address=cluster.address,
                                    resume=None, repeats=1, workdir=workdir, command="test_lost_actors",
                                    on_event=on_event)
-        time.sleep(0.5)
+        # the incidents recorded what they saw (an engine's end), each bounded by its own wait
+        watcher.join(HANG_S)
+        for thread in incident_threads:
+            thread.join(HANG_S)
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -137,7 +143,7 @@ def test_every_trial_ends_ok_and_is_in_mlflow_once(lost):
 
 def test_an_actor_killed_with_ray_kill_takes_its_engine_along(lost):
     kill = lost["incidents"].get("kill")
-    assert kill and kill["gone_s"] <= 10, lost["log"]
+    assert kill, lost["log"]  # its engine ended (a hang fails the wait)
     assert not alive(kill["pid"]) and port_free(kill["port"])
     bystander = lost["by"]["bystander"]
     assert bystander.attempt >= 2 and ": node_lost: actor or node lost" in bystander.previous_attempts[0]
@@ -147,7 +153,7 @@ def test_an_actor_killed_with_ray_kill_takes_its_engine_along(lost):
 
 def test_a_removed_node_loses_nothing_and_leaves_no_engine(lost):
     removal = lost["incidents"].get("remove")
-    assert removal and removal["gone_s"] <= 10, lost["log"]
+    assert removal, lost["log"]  # its engine ended (a hang fails the wait)
     assert not alive(removal["pid"])
     victim = lost["by"]["victim"]
     assert victim.attempt >= 2 and victim.node_id != removal["node"]
