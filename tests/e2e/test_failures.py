@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -65,7 +64,6 @@ def failures(tmp_path_factory):
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     workdir = tmp / "farm-runs"
     log = tmp / "farm.out"
-    started = time.monotonic()
     proc = start_farm("sweep", "--config", str(study_file), "--grid", "failures", "--tracking-uri", uri,
                       cwd=tmp, env={"FARM_TEST_PASSPHRASE": ENV_SECRET}, log=log)
     try:
@@ -80,7 +78,7 @@ def failures(tmp_path_factory):
         if proc.poll() is None:
             proc.kill()
     return dict(proc=proc, out=log.read_text(), uri=uri, tmp=tmp, ids=ids, workdir=workdir,
-                seconds=time.monotonic() - started, killed=(killed_pid, killed_port))
+                killed=(killed_pid, killed_port))
 
 
 def _runs(failures) -> dict[str, object]:
