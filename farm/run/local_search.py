@@ -139,7 +139,7 @@ def run_local(study: Study, grid: str, trials: list[Trial], *, start: str, track
         previous = {r.trial.id: r for r in stored}
         run_ids = tracking.trial_run_ids(tracking_uri, sweep_id)
         jobs = [make_job(by_id[t], rung) for t in p.trials]
-        measured: list[str] = []
+        done: list[str] = []  # the trials of this step stored so far
 
         def store(new: TrialResult, rung: Rung = rung) -> None:
             tid = new.trial.id
@@ -157,10 +157,10 @@ def run_local(study: Study, grid: str, trials: list[Trial], *, start: str, track
                                        node=new.node)] if new.started_at and new.finished_at else []})
                 tracking.log_trial(tracking_uri, exp_id, sweep_id, first,
                                    Path(new.artifacts_dir) if new.artifacts_dir else None)
-            measured.append(tid)
+            done.append(tid)
 
         run_jobs(jobs, store)
-        if not measured:
+        if not done:
             stop = p.model_copy(update={"done": True, "stop": "failed", "reason": f"{p.reason}: measured nothing"})
             on_step(stop)
             _record(tracking_uri, sweep_id, stop)
