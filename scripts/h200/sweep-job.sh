@@ -41,8 +41,11 @@ case "$grid" in
   sglang) first=(--trial engine_sglang_default --trial sglang_running_512_radix_off) ;;
   *) first=() ;;
 esac
+# Every sweep on the machine shares its compile caches through $B/packs (actors/compile_cache.py): a
+# group compiled once by any sweep (the grid `starts`, a seed resume, the local search) starts warm
+# in every later one, whatever node cache it runs on.
 common=(--config "$B/src/configs/h200-dummy.yaml" --grid "$grid" --tracking-uri "sqlite:///$B/store/mlflow.db"
-        --workdir "$B/runs")
+        --workdir "$B/runs" --compile-cache "$B/packs")
 if [ "$grid" != starts ] && [ ! -f "$idfile" ]; then
   # The id is kept as soon as the sweep prints it: a machine lost mid-trial is resumed, not restarted.
   # FARM_H200_SWEEP_ARGS="--strategy halving --budget 1": options of the new sweep (a resume reads
@@ -59,14 +62,14 @@ if [ "$grid" = starts ]; then
   # warm, as a fresh machine would with the packs carried to it. Both sweeps in the store.
   for node in a b; do
     if [ ! -f "sweep-id.starts-$node" ]; then
-      FARM_CACHE_DIR="$B/cache-starts-$node" farm sweep "${common[@]}" --compile-cache "$B/packs" 2>&1 |
+      FARM_CACHE_DIR="$B/cache-starts-$node" farm sweep "${common[@]}" 2>&1 |
         while IFS= read -r line; do
           printf '%s\n' "$line"
           if [[ ! -f sweep-id.starts-$node && $line =~ ^sweep\ ([0-9a-f]{32}) ]]; then
             echo "${BASH_REMATCH[1]}" > "sweep-id.starts-$node"; fi
         done
     else
-      FARM_CACHE_DIR="$B/cache-starts-$node" farm sweep "${common[@]}" --compile-cache "$B/packs" \
+      FARM_CACHE_DIR="$B/cache-starts-$node" farm sweep "${common[@]}" \
         --resume "$(cat "sweep-id.starts-$node")"
     fi
   done
