@@ -91,7 +91,8 @@ engine_facts() {
   mkdir -p "$f"
   PYTHONPATH="$B/tree/engine-$1" python3 -c "import $1; print($1.__version__)" > "$f/version.txt" 2>&1 || true
   # shellcheck disable=SC2086
-  COLUMNS=200 PYTHONPATH="$B/tree/engine-$1" timeout 120 python3 -m $2 --help > "$f/help.txt" 2>&1 || true
+  case "$2" in *--help*) help=() ;; *) help=(--help) ;; esac   # $2 may carry its own --help=...
+  COLUMNS=200 PYTHONPATH="$B/tree/engine-$1" timeout 120 python3 -m $2 "${help[@]}" > "$f/help.txt" 2>&1 || true
   echo "$1 $(head -1 "$f/version.txt"): --help $(wc -l < "$f/help.txt") lines"
 }
 
@@ -138,7 +139,8 @@ run() {
     fi
   done
   [ "$grid" = sglang ] && engine_facts sglang sglang.launch_server
-  engine_facts vllm "vllm.entrypoints.cli.main serve"
+  # vLLM 0.20's plain --help lists only its config groups; --help=all lists every flag
+  engine_facts vllm "vllm.entrypoints.cli.main serve --help=all"
   # FARM_H200_STORE: the committed bench/h200/store.tgz when nothing newer needs carrying
   store_tgz="$REPO/${FARM_H200_STORE:-.h200/store.tgz}"
   [ -f "$store_tgz" ] || store_tgz="$B/store-carried.tgz"   # carried by an earlier call (stage)
