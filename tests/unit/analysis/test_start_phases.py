@@ -48,3 +48,26 @@ def test_the_h200_records_carry_their_start_phases_and_the_gpu_time_splits_them(
     assert cost.starts["cold"] and cost.start_phases["compilation"] > 0
     starts = {r.trial: r.provenance.start_phases for r in results.records if r.provenance and r.provenance.start_phases}
     assert abs(sum(cost.start_phases.values()) - sum(sum(p.values()) for p in starts.values())) < 0.5
+
+
+def test_a_start_from_a_pulled_pack_loads_what_the_cold_start_compiled():
+    # grid `starts` on the H200 (2026-12-02): the same two configurations on an empty node cache,
+    # the cache pulled from the packs the cold starts published; vLLM loads its graphs instead of compiling
+    vllm = get_engine("vllm")
+    for config in ("fp8", "fp8-prefix-throughput"):
+        cold = vllm.reported_startup((LOGS / f"vllm-0.20.2-{config}-dummy-starts-cold.log").read_text())
+        warm = vllm.reported_startup((LOGS / f"vllm-0.20.2-{config}-dummy-starts-warm-from-pack.log").read_text())
+        assert start_cache(cold) == "cold" and start_cache(warm) == "warm"
+        assert warm["compile_s"] < cold["compile_s"] / 5
+
+
+def test_the_committed_starts_sweeps_record_each_group_cold_then_warm():
+    cold = read_results_file(REPO / "bench/h200/starts/cold/results.json")
+    warm = read_results_file(REPO / "bench/h200/starts/warm/results.json")
+    by_name = {r.name: r.provenance for r in cold.records}
+    assert set(by_name) == {r.name for r in warm.records} == {"fp8", "fp8_prefix_throughput"}
+    for r in warm.records:
+        assert by_name[r.name].start_cache == "cold" and r.provenance.start_cache == "warm"
+        # what the README states per group: the warm start against its cold one, phases summing to it
+        assert abs(sum(r.provenance.start_phases.values()) - r.provenance.engine_start_s) < 0.1
+        assert r.provenance.start_phases["compilation"] < by_name[r.name].start_phases["compilation"]
