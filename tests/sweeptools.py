@@ -134,6 +134,14 @@ def stored_results(uri: str, runs, dest: Path) -> list[dict]:
             for r in runs]
 
 
+def ray_tmpdir() -> Path:
+    """A folder of its own for Ray's sessions (`RAY_TMPDIR`: a Ray that starts writes its session
+    there), short: Ray's socket paths are limited to 107 bytes. The caller removes it."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="farm-rt-", dir="/tmp"))
+
+
 def isolated_env(home: Path, **extra: str) -> dict[str, str]:
     """This machine's environment without any Ray or MLflow setting, a HOME of its own (no
     ~/.ray/auth_token or ~/.mlflow/credentials of the machine's user is read), and `extra`."""
