@@ -115,6 +115,9 @@ class TrialRunner:
             return {}
 
     def _version(self, env: dict[str, str]) -> str | None:
+        own = self.engine.own_version(self.job.engine_spec)
+        if own is not None:
+            return own
         cmd = self.engine.version_command(self.job.engine_spec)
         if not cmd:
             return None

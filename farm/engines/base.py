@@ -399,6 +399,11 @@ class Engine:
     def version_command(self, spec: EngineSpec) -> list[str] | None:
         return None
 
+    def own_version(self, spec: EngineSpec) -> str | None:
+        """The engine's version where farm's own environment holds the engine (read from package
+        metadata, no process run); None: a trial runs `version_command` instead."""
+        return None
+
     def parse_version(self, output: str) -> str | None:
         match = re.search(r"\d+\.\d+(?:\.\d+)?(?:[\w.+-]*)", output)
         return match.group(0) if match else None

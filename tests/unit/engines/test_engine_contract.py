@@ -157,6 +157,9 @@ def test_the_version_command_runs_where_the_engine_is_installed(engine):
     # Installed but broken (another module missing, a device it cannot infer) fails, never skips.
     assert out.returncode == 0, f"{shlex.join(cmd)} exited {out.returncode}:\n{out.stderr[-2000:]}"
     assert engine.parse_version(out.stdout + out.stderr)
+    # Where the engine reads its version from farm's environment instead, it is the one its command prints.
+    own = engine.own_version(spec)
+    assert own is None or own == engine.parse_version(out.stdout + out.stderr), own
 
 
 def test_failure_patterns_name_known_statuses(engine):
