@@ -273,8 +273,8 @@ class TrialRunner:
         result.command = redact_args(argv, self.engine.secret_flags(spec))
         (self.dir / "command.txt").write_text(" ".join(result.command) + "\n")
         # The version probe (package metadata where it can say; else the engine's --version, which
-        # imports the engine: seconds of CPU, no GPU) runs beside the
-        # engine's start instead of before it, while the trial already holds its GPUs.
+        # imports the engine: seconds of CPU, no GPU) runs beside the engine's start instead of
+        # before it, while the trial already holds its GPUs.
         version: list[str | None] = []
         probe = threading.Thread(target=lambda: version.append(self._version(env)), daemon=True)
         probe.start()
