@@ -115,6 +115,9 @@ class TrialRunner:
             return {}
 
     def _version(self, env: dict[str, str]) -> str | None:
+        own = self.engine.own_version(self.job.engine_spec)
+        if own is not None:
+            return own
         cmd = self.engine.version_command(self.job.engine_spec)
         if not cmd:
             return None
@@ -269,8 +272,9 @@ class TrialRunner:
         argv = self.engine.command(spec, trial, port=port, gpu_ids=result.gpus or None)
         result.command = redact_args(argv, self.engine.secret_flags(spec))
         (self.dir / "command.txt").write_text(" ".join(result.command) + "\n")
-        # The version probe imports the engine (seconds of CPU, no GPU): it runs beside the
-        # engine's start instead of before it, while the trial already holds its GPUs.
+        # The version probe (package metadata where it can say; else the engine's --version, which
+        # imports the engine: seconds of CPU, no GPU) runs beside the engine's start instead of
+        # before it, while the trial already holds its GPUs.
         version: list[str | None] = []
         probe = threading.Thread(target=lambda: version.append(self._version(env)), daemon=True)
         probe.start()

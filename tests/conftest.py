@@ -35,12 +35,27 @@ def _has_gpu() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    _group_simulated_cluster_tests(items)
     if _has_gpu():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def _group_simulated_cluster_tests(items) -> None:
+    """The tests of the session's one simulated cluster (`sim_cluster`) run one after another, where
+    the first of them was collected, and those that take a node away (marked `destroys_sim_cluster`)
+    after all the others."""
+    users = [item for item in items if "sim_cluster" in getattr(item, "fixturenames", ())]
+    if not users:
+        return
+    at = items.index(users[0])
+    ordered = ([i for i in users if i.get_closest_marker("destroys_sim_cluster") is None]
+               + [i for i in users if i.get_closest_marker("destroys_sim_cluster") is not None])
+    rest = [item for item in items if item not in set(users)]
+    items[:] = rest[:at] + ordered + rest[at:]
 
 
 def shared_file(relative: str) -> Path:
@@ -80,3 +95,108 @@ def seed_data() -> dict:
     import json
 
     return json.loads(SEED_FILE.read_text())
+
+
+# -- one smoke sweep for every test that only reads its outcome --------------------------------
+
+
+@pytest.fixture(scope="session")
+def smoke_sweep(tmp_path_factory) -> dict:
+    """`farm sweep --grid smoke --json` once per test session (local Ray, real guidellm, real
+    mock-server engines, a temporary SQLite MLflow): the tests of its answer, its store, its report
+    and its MLflow pages read this one sweep. Tests that change a sweep run their own."""
+    import json
+
+    tmp = tmp_path_factory.mktemp("smoke")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    proc = run_farm("sweep", "--grid", "smoke", "--json", "--tracking-uri", uri, "--workdir", str(tmp / "runs"),
+                    cwd=tmp)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {"proc": proc, "uri": uri, "tmp": tmp, "summary": json.loads(proc.stdout)}
+
+
+def resume_smoke(smoke: dict, *extra: str) -> subprocess.CompletedProcess:
+    """The finished smoke sweep resumed (`--resume ID`): nothing is left to run, so farm answers
+    from the store without starting Ray, in the mode `extra` asks for."""
+    proc = run_farm("sweep", "--grid", "smoke", "--tracking-uri", smoke["uri"], "--workdir", str(smoke["tmp"] / "runs"),
+                    "--resume", smoke["summary"]["sweep_id"], *extra, cwd=smoke["tmp"])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="session")
+def smoke_resumed(smoke_sweep) -> subprocess.CompletedProcess:
+    """The smoke sweep's end as a person reads it (the normal mode), from its resume."""
+    return resume_smoke(smoke_sweep)
+
+
+# -- one Ray for the local sweeps whose subject is not Ray's own start ----------------------------
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory) -> str:
+    """`ray start --head` on this machine (this process's environment without RAY_*, no GPU, at
+    least 2 CPUs: what `farm sweep` starts for itself here), shared by the sweeps that join it with
+    `--address` (returned: 127.0.0.1:PORT) instead of starting and stopping a Ray each. Ray's own
+    start and its end with the driver stay under test in the sweeps that start their own (smoke,
+    failures, resume, halving, secrets, the auth server). Stopped through its process group."""
+    from raynodes import start_node
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    node = start_node({**env, "RAY_USAGE_STATS_ENABLED": "0"}, head=True, num_cpus=max(os.cpu_count() or 2, 2),
+                      log_dir=tmp_path_factory.mktemp("ray-head"))
+    try:
+        yield f"127.0.0.1:{node.ports['gcs']}"
+    finally:
+        node.stop()
+
+
+# -- one simulated cluster for the tests of placement, node controls and lost nodes ------------
+
+
+class SimCluster:
+    """A `ray.cluster_utils.Cluster` in this process: a head that takes no trials (0 CPUs) and two
+    worker nodes of 2 CPUs and one declared H200 GPU each, each with a farm cache of its own
+    (FARM_CACHE_DIR: its own compile caches). Each test module connects with `connect()` and
+    disconnects with `ray.shutdown()`; a test that removes a node runs last (`destroys_sim_cluster`)."""
+
+    def __init__(self, tmp: Path):
+        from ray.cluster_utils import Cluster
+
+        from raynodes import LOOPBACK_ENV, set_env
+
+        self.tmp = tmp
+        self._restore_env = set_env(LOOPBACK_ENV)
+        self.cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "num_gpus": 0,
+                                                                     "include_dashboard": False})
+        self.workers = [self.cluster.add_node(num_cpus=2, num_gpus=1, resources={"accelerator_type:H200": 1},
+                                              env_vars={"FARM_CACHE_DIR": str(tmp / f"cache-{n}")})
+                        for n in range(2)]
+        self.cluster.wait_for_nodes()
+        self.address = self.cluster.address
+
+    def connect(self) -> None:
+        import ray
+
+        ray.init(address=self.address, log_to_driver=False)
+
+    def shutdown(self) -> None:
+        import ray
+
+        if self.cluster is None:
+            return
+        try:
+            ray.shutdown()
+            self.cluster.shutdown()
+        finally:
+            self.cluster = None
+            self._restore_env()
+
+
+@pytest.fixture(scope="session")
+def sim_cluster(tmp_path_factory):
+    sim = SimCluster(tmp_path_factory.mktemp("sim-cluster"))
+    try:
+        yield sim
+    finally:
+        sim.shutdown()

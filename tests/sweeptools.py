@@ -33,6 +33,17 @@ def write_study(path: Path, *, name: str, grid: str, blocks: list[dict], profile
     return path
 
 
+def route_study(path: Path, *, name: str = "routes") -> Path:
+    """The tests of a route to the cluster or the store (server auth, the Jobs API, Ray Client):
+    two mock trials, one profile, both at once (one on each node of a two-node cluster). `fast`
+    (TTFT 50 ms, ITL 10 ms) serves a request in a quarter of `slow`'s time and is recommended."""
+    return write_study(path, name=name, grid="two", max_concurrent=2, blocks=[
+        {"engine": "mock", "models": ["tiny"], "name": "fast", "flags": {"ttft-ms": 50, "itl-ms": 10}},
+        {"engine": "mock", "models": ["tiny"], "name": "slow", "flags": {"ttft-ms": 200, "itl-ms": 40}}],
+        profile={"data": {"kind": "synthetic", "prompt_tokens": 32, "output_tokens": 16}, "rate": 1000,
+                 "requests": 8, "max_concurrency": 4, "max_seconds": 60, "slo": {"min_success_rate": 0.5}})
+
+
 def wrapper_launcher() -> list[str]:
     return [sys.executable, str(WRAPPER)]
 
@@ -132,6 +143,14 @@ def stored_results(uri: str, runs, dest: Path) -> list[dict]:
     client = MlflowClient(uri)
     return [json.loads(Path(client.download_artifacts(r.info.run_id, "result.json", str(dest))).read_text())
             for r in runs]
+
+
+def ray_tmpdir() -> Path:
+    """A folder of its own for Ray's sessions (`RAY_TMPDIR`: a Ray that starts writes its session
+    there), short: Ray's socket paths are limited to 107 bytes. The caller removes it."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="farm-rt-", dir="/tmp"))
 
 
 def isolated_env(home: Path, **extra: str) -> dict[str, str]:

@@ -92,6 +92,11 @@ def _typed(value: Any) -> Any:
     return value
 
 
+def _dist_name(name: str) -> str:
+    """A distribution's name as packaging compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 class Engine:
     """Base of every engine adapter. Subclasses set the class attributes and may override methods."""
 
@@ -397,6 +402,25 @@ class Engine:
 
     # -- probing -------------------------------------------------------------------------
     def version_command(self, spec: EngineSpec) -> list[str] | None:
+        return None
+
+    # The engine's Python distribution, whose metadata in a study's `venv` holds its version.
+    package: ClassVar[str | None] = None
+
+    def own_version(self, spec: EngineSpec) -> str | None:
+        """The engine's version read from package metadata on this node, no process run (an
+        engine's `--version` imports it: seconds of CPU beside its start): its distribution in the
+        study's `venv`; None where that cannot say (a launcher or an image): a trial runs
+        `version_command` instead."""
+        if not (spec.venv and self.package):
+            return None
+        import importlib.metadata  # only on a node, for a trial
+
+        wanted = _dist_name(self.package)
+        for site in sorted(Path(spec.venv).glob("lib/python*/site-packages")):
+            for dist in importlib.metadata.distributions(path=[str(site)]):
+                if _dist_name(dist.metadata.get("Name") or "") == wanted:
+                    return dist.version
         return None
 
     def parse_version(self, output: str) -> str | None:

@@ -8,6 +8,7 @@ it does not know), so every layer of farm except the GPU runs for real on a lapt
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import re
 import sys
 from pathlib import Path, PurePosixPath
@@ -139,3 +140,11 @@ class MockEngine(Engine):
 
     def version_command(self, spec: EngineSpec) -> list[str] | None:
         return [self.launcher(spec)[0], "--version"]
+
+    def own_version(self, spec: EngineSpec) -> str | None:
+        # guidellm's mock-server runs from farm's own environment (whatever launcher wraps it): its
+        # package's metadata is the version `guidellm --version` prints, without seconds of CPU a trial.
+        try:
+            return importlib.metadata.version("guidellm")
+        except importlib.metadata.PackageNotFoundError:
+            return None

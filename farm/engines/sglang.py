@@ -203,6 +203,7 @@ def _state_slots_per_request(flags: Mapping[str, Any]) -> int:
 
 class SGLangEngine(Engine):
     name = "sglang"
+    package = "sglang"
     default_launcher: ClassVar[list[str]] = ["python", "-m", "sglang.launch_server"]
     model_arg = "model-path"
     # /health_generate runs one real generation: ready means the model serves, not just that the

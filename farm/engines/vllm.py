@@ -130,6 +130,7 @@ KNOB_RENDERERS: dict[str, Renderer] = {
 
 class VLLMEngine(Engine):
     name = "vllm"
+    package = "vllm"
     default_launcher: ClassVar[list[str]] = ["vllm", "serve"]
     model_arg = None
     ready_path = "/health"

@@ -294,8 +294,12 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
     measured, estimates = estimate.schedule_durations(tracking_uri, study, resume) if scheduled else (None, None)
     # A local search prices its steps at what the study's earlier sweep (or this one) measured.
     search_durations = estimate.schedule_durations(tracking_uri, study, resume)[0] if strategy == "local" else None
+    # A resumed grid sweep whose every trial finished has nothing to run: it answers from the store
+    # (its report again, the sweep marked finished) without starting or joining Ray.
+    nothing_left = (point is not None and strategy == "grid" and not plan.is_auto(repeats)
+                    and all(t.id in point.finished for t in trials if only is None or t.id in only))
     started_ray = False
-    if not ray.is_initialized():
+    if not ray.is_initialized() and not nothing_left:
         if is_client_address(address):
             with tempfile.TemporaryDirectory(prefix="farm-client-") as tmp:  # uploaded by ray.init
                 ctx = ray.init(address=address, log_to_driver=False, runtime_env=client_runtime_env(Path(tmp)))
@@ -307,7 +311,8 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         on_ray(getattr(ctx, "dashboard_url", None))  # a Ray Client context may have none
     sweep_id: str | None = None
     try:
-        check_capacity(trials, study.engines)
+        if not nothing_left:
+            check_capacity(trials, study.engines)
         if point is not None:
             sweep_id, exp_id, done = point.sweep_id, point.experiment_id, point.finished
             # Runs of trials that will run again (cut off, lost, cancelled) go, so that each
@@ -325,7 +330,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         on_sweep(sweep_id)
         if estimates:
             on_schedule(estimates)
-        shared_cache = _compile_cache(study, sweep_id)
+        shared_cache = None if nothing_left else _compile_cache(study, sweep_id)
         # inside a Ray job: which job runs this sweep, and the sweep's MLflow link in the job's metadata
         tag_sweep_with_submission(tracking_uri, sweep_id, mlflow_run_link(tracking_uri, exp_id, sweep_id))
         outcome = SweepOutcome(sweep_id=sweep_id, experiment_id=exp_id)
@@ -335,8 +340,9 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                              tracking_uri=tracking_uri, on_event=on_event)
         outcome.skipped = [t.id for t in trials if t.id in done and (only is None or t.id in only)]
         # The baseline once more on each node able to run trials, pinned there (farm/analysis/plan.py).
-        controls = [(t, node) for t, node in passes.node_controls(study, trials, ACTOR_CPUS)
-                    if t.id not in done and (only is None or t.node_control_of in only)]
+        controls = [] if nothing_left else [
+            (t, node) for t, node in passes.node_controls(study, trials, ACTOR_CPUS)
+            if t.id not in done and (only is None or t.node_control_of in only)]
 
         def make_job(t: Trial, n: int, pass_index: int = 1) -> TrialJob:
             # A later pass of --repeats auto gets its own directory and run order, and is appended
@@ -353,7 +359,8 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         jobs = [make_job(t, plan.first_pass_repeats(repeats)) for t in todo + [t for t, _ in controls]]
         max_in_flight = study.grids[grid].max_concurrent_trials or study.max_concurrent_trials
         # farm's metrics on Ray's Prometheus endpoint, for the dashboard's charts (farm/run/metrics.py)
-        on_event = metrics.watch(on_event, sweep_id, len(jobs))
+        if not nothing_left:
+            on_event = metrics.watch(on_event, sweep_id, len(jobs))
 
         def log_lost(result: TrialResult) -> None:
             tracking.log_trial(tracking_uri, exp_id, sweep_id, result, None)
@@ -386,7 +393,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                                                             on_event=lambda k, j, r: (on_event if j.first_pass else
                                                                                       pass_event)(k, j, r),
                                                             log_lost=log_lost))
-            else:
+            elif not nothing_left:
                 run_trials(jobs, max_in_flight=max_in_flight, max_retries=study.max_retries,
                            on_event=on_event, log_lost=log_lost, pins={t.id: node for t, node in controls},
                            items=schedule.items_of(study, [j.trial for j in jobs], measured) if scheduled else None)

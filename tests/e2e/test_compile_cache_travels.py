@@ -1,6 +1,6 @@
 """Compile caches travel (actors/compile_cache.py): a group compiled on one node starts warm on
-another, through the sweep's registry in Ray's object store (a simulated cluster of two nodes,
-each its own farm cache) and through a directory every machine sees (two sweeps, two node
+another, through the sweep's registry in Ray's object store (the session's simulated cluster,
+tests/conftest.py: two worker nodes, each its own farm cache) and through a directory every machine sees (two sweeps, two node
 caches); a damaged pack is discarded and the start goes cold. Real Ray, real mock servers with
 their simulated compile (cold 2 s, warm 0.2 s), real guidellm runs."""
 
@@ -13,7 +13,6 @@ import pytest
 import yaml
 
 from conftest import run_farm
-from raynodes import LOOPBACK_ENV, set_env
 
 pytestmark = pytest.mark.slow
 
@@ -31,9 +30,8 @@ def _study(tmp_path, **extra) -> dict:
                                           "axes": {"ttft-ms": [5, 10]}}]}}, **extra}
 
 
-def test_a_group_compiled_on_one_node_starts_warm_on_the_other_through_the_object_store(tmp_path):
+def test_a_group_compiled_on_one_node_starts_warm_on_the_other_through_the_object_store(tmp_path, sim_cluster):
     import ray
-    from ray.cluster_utils import Cluster
 
     from actors.bench import TrialJob
     from farm.run import driver
@@ -43,12 +41,9 @@ def test_a_group_compiled_on_one_node_starts_warm_on_the_other_through_the_objec
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(_study(tmp_path)))
     study = load_study(tmp_path / "study.yaml")
     first, second = expand(study, "one")  # one compile group (the same graph), two trials
-    restore = set_env(LOOPBACK_ENV)
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    nodes = [cluster.add_node(num_cpus=2, env_vars={"FARM_CACHE_DIR": str(tmp_path / f"node-{n}")}) for n in range(2)]
-    cluster.wait_for_nodes()
+    nodes = sim_cluster.workers  # each with a farm cache of its own
+    sim_cluster.connect()
     try:
-        ray.init(address=cluster.address, log_to_driver=False)
         where = driver._compile_cache(study, "s" * 32)  # two nodes: the sweep's registry
         assert where == f"ray:farm-{'s' * 32}"
 
@@ -61,8 +56,6 @@ def test_a_group_compiled_on_one_node_starts_warm_on_the_other_through_the_objec
                                     pins={first.id: nodes[0].node_id, second.id: nodes[1].node_id})
     finally:
         ray.shutdown()
-        cluster.shutdown()
-        restore()
     a, b = sorted(results, key=lambda r: r.started_at)
     assert a.status.value == b.status.value == "ok", [(r.trial.label, r.reason) for r in results]
     assert a.node_id != b.node_id

@@ -1,5 +1,6 @@
-"""End to end: a mock sweep with `--repeats 3` through the CLI (local Ray, real guidellm, real
-mock-server engines, temporary MLflow) whose report shows intervals and a significance verdict."""
+"""End to end: a mock sweep with `--repeats 3` through the CLI (the session's Ray on this machine,
+tests/conftest.py; real guidellm, real mock-server engines, temporary MLflow) whose report shows
+intervals and a significance verdict."""
 
 from __future__ import annotations
 
@@ -57,12 +58,12 @@ grids:
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
+def sweep(tmp_path_factory, ray_head):
     tmp = tmp_path_factory.mktemp("evidence")
     (tmp / "study.yaml").write_text(STUDY)
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     proc = run_farm("sweep", "--config", str(tmp / "study.yaml"), "--grid", "evidence", "--repeats", "3",
-                    "--tracking-uri", uri, "--workdir", str(tmp / "runs"), cwd=tmp)
+                    "--tracking-uri", uri, "--workdir", str(tmp / "runs"), "--address", ray_head, cwd=tmp)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     sweep_id = next(line.split()[2] for line in proc.stdout.splitlines() if line.startswith("sweep id:"))
     return proc, uri, sweep_id, tmp
@@ -135,12 +136,13 @@ grids:
 
 
 @pytest.fixture(scope="module")
-def auto_sweep(tmp_path_factory):
+def auto_sweep(tmp_path_factory, ray_head):
     tmp = tmp_path_factory.mktemp("auto")
     (tmp / "study.yaml").write_text(AUTO_STUDY)
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     proc = run_farm("sweep", "--config", str(tmp / "study.yaml"), "--grid", "aa", "--repeats", "auto",
-                    "--run-budget", "10", "--tracking-uri", uri, "--workdir", str(tmp / "runs"), cwd=tmp)
+                    "--run-budget", "10", "--tracking-uri", uri, "--workdir", str(tmp / "runs"), "--address", ray_head,
+                    cwd=tmp)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     sweep_id = next(line.split()[2] for line in proc.stdout.splitlines() if line.startswith("sweep id:"))
     return proc, uri, sweep_id, tmp

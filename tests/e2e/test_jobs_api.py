@@ -1,7 +1,8 @@
 """A real Ray cluster on this machine (`ray start --head` and a second `ray start --address`
 node, token authentication on, everything on 127.0.0.1 and free ports), a real MLflow server
-started with `farm server`, and `farm sweep --address http://127.0.0.1:PORT --grid smoke`
-submitted through the Ray Jobs API from a "laptop" that has only the token.
+started with `farm server`, and `farm sweep --address http://127.0.0.1:PORT` of a study of two
+mock trials and one profile (tests/sweeptools.py: route_study) submitted through the Ray Jobs API
+from a "laptop" that has only the token; the same study through Ray Client.
 
 The nodes and the server are stopped through the process groups this test started (never
 `ray stop`, never a kill by name).
@@ -18,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from raynodes import free_ports, start_node, stop_group
-from sweeptools import isolated_env, start_farm_server, stored_results
+from farm.study.load import load_study
+from sweeptools import isolated_env, route_study, start_farm_server, stored_results
 
 pytestmark = pytest.mark.slow
 
@@ -60,12 +62,20 @@ def mlflow_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def submitted(cluster, mlflow_server):
+def study(cluster):
+    """Two mock trials, one profile (tests/sweeptools.py): a study from outside the project, which
+    travels with the job."""
+    path = route_study(cluster["tmp"] / "routes.yaml")
+    return {"path": path, "name": load_study(path).name}
+
+
+@pytest.fixture(scope="module")
+def submitted(cluster, mlflow_server, study):
     laptop = cluster["tmp"] / "laptop"
     laptop.mkdir()
     env = {**isolated_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}  # the token, and nothing else of Ray's
-    proc = _farm("sweep", "--address", cluster["address"], "--grid", "smoke", "--tracking-uri", mlflow_server["uri"],
-                 cwd=laptop, env=env)
+    proc = _farm("sweep", "--address", cluster["address"], "--config", str(study["path"]), "--grid", "two",
+                 "--tracking-uri", mlflow_server["uri"], cwd=laptop, env=env)
     return proc
 
 
@@ -108,30 +118,30 @@ def test_the_jobs_metadata_names_its_sweep_and_mlflow_run(submitted, cluster, ml
     assert read.returncode == 0, read.stderr[-2000:]
     info = json.loads(read.stdout.strip().splitlines()[-1])
     client = MlflowClient(mlflow_server["uri"])
-    exp = client.get_experiment_by_name("qwen3.5-35b-a3b")
+    exp = client.get_experiment_by_name(study["name"])
     (sweep,) = client.search_runs([exp.experiment_id], filter_string=schema.submission_filter(job))
     assert info["status"] == "SUCCEEDED"
     assert info["metadata"] == {
-        schema.GRID_TAG: "smoke", schema.STUDY_TAG: study.name,
+        schema.GRID_TAG: "two", schema.STUDY_TAG: study["name"],
         schema.TRACKING_URI_JOB_KEY: mlflow_server["uri"], schema.SWEEP_TAG: sweep.info.run_id,
         schema.MLFLOW_RUN_JOB_KEY: f"{mlflow_server['uri']}/#/experiments/{exp.experiment_id}/runs/{sweep.info.run_id}"}
     assert "metadata does not name the sweep" not in submitted.stdout  # no warning in the job's log
 
 
-def test_results_landed_in_the_mlflow_server_from_both_nodes(submitted, mlflow_server):
+def test_results_landed_in_the_mlflow_server_from_both_nodes(submitted, mlflow_server, study):
     from mlflow.tracking import MlflowClient
 
     assert submitted.returncode == 0
     client = MlflowClient(mlflow_server["uri"])
-    exp = client.get_experiment_by_name("qwen3.5-35b-a3b")
+    exp = client.get_experiment_by_name(study["name"])
     sweeps = client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'sweep'")
     assert len(sweeps) == 1 and sweeps[0].data.tags["farm.status"] == "finished"
     assert sweeps[0].data.tags["farm.submission_id"].startswith("farm-")
     children = client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'trial'")
-    assert len(children) == 4 and {c.data.tags["farm.status"] for c in children} == {"ok"}
+    assert len(children) == 2 and {c.data.tags["farm.status"] for c in children} == {"ok"}
     # artifacts went over HTTP into the server's artifact store
     stored = list((mlflow_server["store"] / "artifacts").rglob("engine.log"))
-    assert len(stored) == 4
+    assert len(stored) == 2
     nodes = {r["node_id"] for r in stored_results(mlflow_server["uri"], children, mlflow_server["store"].parent)}
     assert len(nodes) == 2, "the trials spread over both nodes"
 
@@ -143,7 +153,7 @@ def test_farm_status_reports_the_sweep_finished(submitted, cluster, mlflow_serve
     proc = _farm("status", "--tracking-uri", mlflow_server["uri"], "--address", cluster["address"], cwd=laptop, env=env)
     assert proc.returncode == 0, proc.stderr
     assert ": finished" in proc.stdout.splitlines()[0]
-    assert "4 done, 0 failed, 0 running, 0 pending" in proc.stdout
+    assert "2 done, 0 failed, 0 running, 0 pending" in proc.stdout
 
 
 def test_the_token_appears_nowhere(submitted, cluster, mlflow_server):
@@ -185,7 +195,7 @@ def test_a_cluster_sweep_needs_a_tracking_server_every_node_reaches(tmp_path, ad
     assert not (tmp_path / "mlflow.db").exists()
 
 
-def test_ray_client_runs_the_driver_here_and_the_shipped_farm_on_both_nodes(submitted, cluster, mlflow_server):
+def test_ray_client_runs_the_driver_here_and_the_shipped_farm_on_both_nodes(submitted, cluster, mlflow_server, study):
     """`ray://HEAD:10001`: the driver runs on the laptop, the actors on the cluster with this
     farm uploaded (a node's installed farm is not used), results in the shared server."""
     from mlflow.tracking import MlflowClient
@@ -193,8 +203,8 @@ def test_ray_client_runs_the_driver_here_and_the_shipped_farm_on_both_nodes(subm
     laptop = cluster["tmp"] / "laptop-client"
     laptop.mkdir()
     env = {**isolated_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}
-    proc = _farm("sweep", "--address", cluster["client"], "--grid", "smoke", "--tracking-uri", mlflow_server["uri"],
-                 "--experiment", "ray-client", cwd=laptop, env=env)
+    proc = _farm("sweep", "--address", cluster["client"], "--config", str(study["path"]), "--grid", "two",
+                 "--tracking-uri", mlflow_server["uri"], "--experiment", "ray-client", cwd=laptop, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "recommended" in proc.stdout
     assert f"results:  {mlflow_server['uri']}" in proc.stdout
@@ -203,7 +213,7 @@ def test_ray_client_runs_the_driver_here_and_the_shipped_farm_on_both_nodes(subm
     client = MlflowClient(mlflow_server["uri"])
     exp = client.get_experiment_by_name("ray-client")
     children = client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'trial'")
-    assert len(children) == 4 and {c.data.tags["farm.status"] for c in children} == {"ok"}
+    assert len(children) == 2 and {c.data.tags["farm.status"] for c in children} == {"ok"}
     nodes = {r["node_id"] for r in stored_results(mlflow_server["uri"], children, laptop)}
     assert len(nodes) == 2, "the trials spread over both nodes"
     # every trial's files were written in the uploaded working directory on its node

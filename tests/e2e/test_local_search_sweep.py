@@ -1,5 +1,5 @@
-"""`farm sweep --strategy local --from COMMAND` end to end through the CLI: real Ray, MLflow,
-guidellm and mock-server engines. From the slow corner of a 2 x 2 grid, the search moves only on
+"""`farm sweep --strategy local --from COMMAND` end to end through the CLI: real Ray (the session's,
+tests/conftest.py), MLflow, guidellm and mock-server engines. From the slow corner of a 2 x 2 grid, the search moves only on
 significant evidence and ends at the fast corner; the report answers "your command vs farm's";
 a resumed sweep that is done runs nothing again; a command farm cannot start from is one line."""
 
@@ -28,14 +28,14 @@ def _study(tmp):
 
 
 @pytest.fixture(scope="module")
-def search(tmp_path_factory):
+def search(tmp_path_factory, ray_head):
     tmp = tmp_path_factory.mktemp("local")
     path, uri = _study(tmp), f"sqlite:///{tmp / 'mlflow.db'}"
     proc = run_farm("sweep", "--config", str(path), "--grid", "corners", "--strategy", "local", "--from", SLOW,
-                    "--tracking-uri", uri, "--workdir", str(tmp / "runs"), cwd=tmp, timeout=1500)
+                    "--tracking-uri", uri, "--workdir", str(tmp / "runs"), "--address", ray_head, cwd=tmp, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     sweep_id = next(line.split()[2] for line in proc.stdout.splitlines() if line.startswith("sweep id:"))
-    return proc, uri, sweep_id, tmp, path
+    return proc, uri, sweep_id, tmp, path, ray_head
 
 
 @pytest.mark.slow
@@ -49,7 +49,7 @@ def test_from_the_slow_corner_the_search_ends_at_the_fast_corner(search):
 
 @pytest.mark.slow
 def test_the_report_answers_your_command_against_farms_pick(search):
-    _, uri, sweep_id, tmp, _ = search
+    _, uri, sweep_id, tmp, _, _ = search
     report = run_farm("report", sweep_id, "--tracking-uri", uri, "--format", "json", cwd=tmp)
     assert report.returncode == 0, report.stderr
     data = json.loads(report.stdout)
@@ -72,11 +72,11 @@ def test_the_report_answers_your_command_against_farms_pick(search):
 
 @pytest.mark.slow
 def test_a_finished_search_resumed_runs_nothing_again(search):
-    _, uri, sweep_id, tmp, path = search
+    _, uri, sweep_id, tmp, path, ray_head = search
     before = {r.info.run_id: r.data.tags.get("farm.passes") for r in MlflowClient(uri).search_runs(
         [MlflowClient(uri).get_run(sweep_id).info.experiment_id], filter_string="tags.`farm.kind` = 'trial'")}
     proc = run_farm("sweep", "--config", str(path), "--grid", "corners", "--resume", sweep_id, "--tracking-uri", uri,
-                    "--workdir", str(tmp / "runs2"), cwd=tmp, timeout=600)
+                    "--workdir", str(tmp / "runs2"), "--address", ray_head, cwd=tmp, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "start " not in "\n".join(line for line in proc.stdout.splitlines() if line.startswith("["))
     after = {r.info.run_id: r.data.tags.get("farm.passes") for r in MlflowClient(uri).search_runs(

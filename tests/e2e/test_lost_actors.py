@@ -1,7 +1,8 @@
 """Lost actors and nodes, with real Ray in this process: the sweep goes on, engines do not linger.
 
-One sweep on a simulated cluster (`ray.cluster_utils.Cluster`: a head that takes no trials and
-two worker nodes), three trials, three incidents, all real:
+One sweep on the session's simulated cluster (tests/conftest.py, `sim_cluster`: a head that takes
+no trials and two worker nodes; this test runs after its other users, since it removes a node),
+three trials, three incidents, all real:
 - `squat`: its first start finds its port taken by another process (a real EADDRINUSE from the
   mock server): port_in_use, retried on the other node;
 - `bystander`: its actor is killed with `ray.kill` once its engine listens: the engine is gone
@@ -23,7 +24,7 @@ import pytest
 from sweeptools import (HANG_S, alive, child_runs, engine_of, port_free, profile_started, seconds_until_dead, wait_until,
                         wrapper_launcher, write_study)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.destroys_sim_cluster]
 
 PROFILE = {"data": {"kind": "synthetic", "prompt_tokens": 16, "output_tokens": 8}, "rate": 1000,
            "requests": 4, "max_concurrency": 4, "max_seconds": 60}
@@ -39,15 +40,13 @@ def _named(ray, name: str, sweep_id: str):
 
 
 @pytest.fixture(scope="module")
-def lost(tmp_path_factory):
+def lost(tmp_path_factory, sim_cluster):
     import ray
-    from ray.cluster_utils import Cluster
 
     from farm.run import driver
     from farm.run.ray_names import actor_name
     from farm.study.grid import expand
     from farm.study.load import load_study
-    from raynodes import LOOPBACK_ENV, set_env
 
     tmp = tmp_path_factory.mktemp("lost")
     study = load_study(write_study(
@@ -85,7 +84,7 @@ def lost(tmp_path_factory):
         wait_until(lambda: ("squat", 2) in placements, 300, what="the second start of 'squat'")
         pid, port = engine_of(workdir, ids["victim"])
         note(f"remove_node {node_id[:12]} (victim's engine {pid})")
-        cluster.remove_node(next(w for w in workers if w.node_id == node_id))
+        sim_cluster.cluster.remove_node(next(w for w in sim_cluster.workers if w.node_id == node_id))
         incidents["remove"] = dict(pid=pid, port=port, node=node_id, gone_s=seconds_until_dead([pid]))
 
     def incidents_thread() -> None:
@@ -108,25 +107,19 @@ def lost(tmp_path_factory):
             placements[(names[job.trial.id], job.attempt)] = node
             placed.put((job.trial.id, job.attempt, node, actor))
 
-    restore_env = set_env(LOOPBACK_ENV)
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-    workers = [cluster.add_node(num_cpus=2) for _ in range(2)]
+    sim_cluster.connect()
     try:
-        cluster.wait_for_nodes()
-        ray.init(address=cluster.address, log_to_driver=False)
         watcher = threading.Thread(target=incidents_thread, daemon=True)
         watcher.start()
-        outcome = driver.run_sweep(study, "three", trials, tracking_uri=uri, experiment="lost", address=cluster.address,
-                                   resume=None, repeats=1, workdir=workdir, command="test_lost_actors",
-                                   on_event=on_event)
+        outcome = driver.run_sweep(study, "three", trials, tracking_uri=uri, experiment="lost",
+                                   address=sim_cluster.address, resume=None, repeats=1, workdir=workdir,
+                                   command="test_lost_actors", on_event=on_event)
         # the incidents recorded what they saw (an engine's end), each bounded by its own wait
         watcher.join(HANG_S)
         for thread in incident_threads:
             thread.join(HANG_S)
     finally:
-        ray.shutdown()
-        cluster.shutdown()
-        restore_env()
+        sim_cluster.shutdown()  # a node of it is gone: no test uses it after this one
     print("\n".join(log))
     return dict(outcome=outcome, by={r.trial.name: r for r in outcome.results}, ids=ids, uri=uri,
                 incidents=incidents, log=log)

@@ -1,5 +1,5 @@
-"""The baseline repeated on every node (node controls), on a simulated two-node cluster
-(`ray.cluster_utils.Cluster`: a head that runs no trials, two worker nodes), with real mock
+"""The baseline repeated on every node (node controls), on the session's simulated cluster
+(tests/conftest.py, `sim_cluster`: a head that runs no trials, two worker nodes), with real mock
 engines, real guidellm and MLflow (SQLite): each control ran on the node it was pinned to, is
 never ranked, and the report compares the baseline across the nodes."""
 
@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from raynodes import LOOPBACK_ENV, set_env
 
 pytestmark = pytest.mark.slow
 
@@ -38,9 +37,8 @@ grids:
 
 
 @pytest.fixture(scope="module")
-def node_sweep(tmp_path_factory):
+def node_sweep(tmp_path_factory, sim_cluster):
     import ray
-    from ray.cluster_utils import Cluster
 
     from farm.run import driver
     from farm.study.grid import expand
@@ -50,21 +48,16 @@ def node_sweep(tmp_path_factory):
     (tmp / "study.yaml").write_text(STUDY)
     study = load_study(tmp / "study.yaml")
     trials = expand(study, "nodes")
-    restore_env = set_env(LOOPBACK_ENV)
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "num_gpus": 0})
-    workers = [cluster.add_node(num_cpus=2, num_gpus=0) for _ in range(2)]
-    cluster.wait_for_nodes()
+    sim_cluster.connect()
     try:
-        ray.init(address=cluster.address, log_to_driver=False)
         uri = f"sqlite:///{tmp / 'mlflow.db'}"
         outcome = driver.run_sweep(study, "nodes", trials, tracking_uri=uri, experiment=study.experiment_name,
-                                   address=cluster.address, resume=None, repeats=2, workdir=tmp / "runs",
+                                   address=sim_cluster.address, resume=None, repeats=2, workdir=tmp / "runs",
                                    command="test_node_controls")
-        yield dict(outcome=outcome, study=study, trials=trials, tmp=tmp, workers={w.node_id for w in workers})
+        yield dict(outcome=outcome, study=study, trials=trials, tmp=tmp,
+                   workers={w.node_id for w in sim_cluster.workers})
     finally:
         ray.shutdown()
-        cluster.shutdown()
-        restore_env()
 
 
 def test_the_baseline_ran_once_more_on_each_worker_node_it_was_pinned_to(node_sweep):

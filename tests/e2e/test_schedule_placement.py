@@ -1,6 +1,6 @@
-"""Compile-compatible trials on one node, one after another (farm/analysis/schedule.py) on a
-simulated cluster: two nodes with one declared GPU each, two compile groups of two mock trials
-(the mock's `graph` flag), engines that start slower cold than with their node's cache warm; the
+"""Compile-compatible trials on one node, one after another (farm/analysis/schedule.py) on the
+session's simulated cluster (tests/conftest.py, `sim_cluster`): two nodes with one declared GPU
+each, two compile groups of two mock trials (the mock's `graph` flag), engines that start slower cold than with their node's cache warm; the
 study's next sweep is scheduled at the starts and runs this one measured. Real Ray, real mock
 servers and guidellm runs, real MLflow (SQLite)."""
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from raynodes import LOOPBACK_ENV, set_env
 
 pytestmark = pytest.mark.slow
 
@@ -26,9 +25,8 @@ STUDY = {
 }
 
 
-def test_compile_compatible_trials_run_on_one_node_in_sequence_and_start_warm(tmp_path):
+def test_compile_compatible_trials_run_on_one_node_in_sequence_and_start_warm(tmp_path, sim_cluster):
     import ray
-    from ray.cluster_utils import Cluster
 
     from farm.run import driver
     from farm.study.grid import expand
@@ -37,26 +35,19 @@ def test_compile_compatible_trials_run_on_one_node_in_sequence_and_start_warm(tm
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(STUDY))
     study = load_study(tmp_path / "study.yaml")
     trials = expand(study, "groups")
-    restore = set_env(LOOPBACK_ENV)
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0})
-    for n in range(2):  # each node its own farm cache dir: its own compile cache
-        cluster.add_node(num_cpus=2, num_gpus=1, resources={"accelerator_type:H200": 1},
-                         env_vars={"FARM_CACHE_DIR": str(tmp_path / f"cache-{n}")})
-    cluster.wait_for_nodes()
     uri, lines = f"sqlite:///{tmp_path / 'mlflow.db'}", []
+    sim_cluster.connect()  # each worker node has a farm cache dir of its own: its own compile cache
     try:
-        ray.init(address=cluster.address, log_to_driver=False)
         outcome = driver.run_sweep(study, "groups", trials, tracking_uri=uri,
-                                   experiment=study.experiment_name, address=cluster.address, resume=None, repeats=1,
-                                   workdir=tmp_path / "runs", command="test_schedule_placement", on_schedule=lines.append)
+                                   experiment=study.experiment_name, address=sim_cluster.address, resume=None,
+                                   repeats=1, workdir=tmp_path / "runs", command="test_schedule_placement",
+                                   on_schedule=lines.append)
         # The next sweep of the study (one trial of it) is scheduled at what this one measured.
         driver.run_sweep(study, "groups", trials, tracking_uri=uri, experiment=study.experiment_name,
-                         address=cluster.address, resume=None, repeats=1, workdir=tmp_path / "runs-2",
+                         address=sim_cluster.address, resume=None, repeats=1, workdir=tmp_path / "runs-2",
                          command="test_schedule_placement", on_schedule=lines.append, only={trials[0].id})
     finally:
         ray.shutdown()
-        cluster.shutdown()
-        restore()
     results = outcome.results
     assert sorted(r.trial.id for r in results) == sorted(t.id for t in trials)
     assert all(r.status.value == "ok" for r in results), [(r.trial.label, r.reason) for r in results]

@@ -1,12 +1,12 @@
 """End to end: `farm sweep --grid smoke --json` through the CLI (local Ray, real guidellm,
-mock-server engines, a temporary SQLite MLflow), then the same sweep ended again with
-`--resume` (every trial finished: nothing runs, the end reports again) in the normal and
-`--quiet` modes, and finally the sweep's run opened in `mlflow ui` in headless Chromium.
+mock-server engines, a temporary SQLite MLflow; the session's one smoke sweep, tests/conftest.py),
+then the same sweep ended again with `--resume` (every trial finished: nothing runs, no Ray
+starts, the end reports again) in the normal and `--quiet` modes, and finally the sweep's run
+opened in `mlflow ui` in headless Chromium.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import run_farm
+from conftest import resume_smoke
 from sweeptools import child_runs
 
 pytestmark = pytest.mark.slow
@@ -26,12 +26,8 @@ PROFILES = ("smoke_chat", "smoke_generation")
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("answer-cli")
-    uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    proc = run_farm("sweep", "--grid", "smoke", "--json", "--tracking-uri", uri, "--workdir", str(tmp / "runs"), cwd=tmp)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {"proc": proc, "uri": uri, "tmp": tmp, "summary": json.loads(proc.stdout)}
+def swept(smoke_sweep):
+    return smoke_sweep  # tests/conftest.py: one smoke sweep for the session
 
 
 def _sweep_run(swept):
@@ -69,15 +65,8 @@ def test_the_sweep_run_shows_the_answer(swept):
     assert [r.data.tags["farm.trial_id"] for r in picked] == [rec["trial"]]
 
 
-def _resume(swept, *extra):
-    proc = run_farm("sweep", "--grid", "smoke", "--tracking-uri", swept["uri"], "--workdir", str(swept["tmp"] / "runs"),
-                    "--resume", swept["summary"]["sweep_id"], *extra, cwd=swept["tmp"])
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
-
-
-def test_the_terminal_groups_warnings_and_ends_with_the_recommendation(swept):
-    out = _resume(swept).stdout
+def test_the_terminal_groups_warnings_and_ends_with_the_recommendation(swept, smoke_resumed):
+    out = smoke_resumed.stdout
     lines = [line for line in out.splitlines() if line.strip()]
     summary = swept["summary"]
     for code, n in summary["warnings"].items():
@@ -90,7 +79,7 @@ def test_the_terminal_groups_warnings_and_ends_with_the_recommendation(swept):
 
 
 def test_quiet_prints_the_command_and_the_sweep_id(swept):
-    proc = _resume(swept, "--quiet")
+    proc = resume_smoke(swept, "--quiet")
     summary = swept["summary"]
     assert proc.stdout.splitlines() == [summary["recommended"]["command"], f"sweep id: {summary['sweep_id']}"]
 

