@@ -36,8 +36,10 @@ def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, 
     from farm.store.mlflow_store import MlflowStore
     from farm.store.tracking import default_tracking_uri
 
+    from farm.inputs import tracking_source
+
     uri = tracking_uri or default_tracking_uri()
-    check_store_to_read(uri)
+    check_store_to_read(uri, key=tracking_source(tracking_uri))  # errors name where the URI came from
     store = MlflowStore(uri)
     if len(set(sweep_ids)) != len(sweep_ids):
         raise UserError("a sweep is named twice", key="SWEEP_ID")
