@@ -39,8 +39,9 @@ def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, 
     from farm.inputs import tracking_source
 
     uri = tracking_uri or default_tracking_uri()
-    check_store_to_read(uri, key=tracking_source(tracking_uri))  # errors name where the URI came from
-    store = MlflowStore(uri)
+    source = tracking_source(tracking_uri)  # errors name where the URI came from
+    check_store_to_read(uri, key=source)
+    store = MlflowStore(uri, key=source)
     if len(set(sweep_ids)) != len(sweep_ids):
         raise UserError("a sweep is named twice", key="SWEEP_ID")
     parts, infos, searches, study = [], [], [], None

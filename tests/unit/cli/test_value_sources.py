@@ -47,3 +47,18 @@ def test_the_default_store_is_named_as_the_default_not_as_an_option(tmp_path, ar
     line = refused(tmp_path, args)
     assert line == (f"the default store (no --tracking-uri or MLFLOW_TRACKING_URI given): there is no tracking "
                     f"store at {tmp_path.resolve() / 'mlflow.db'}")
+
+
+@pytest.mark.parametrize("args", [["status"], ["report", "abc"]], ids=["status", "report"])
+def test_a_store_from_the_environment_that_is_not_mlflow_names_the_variable(tmp_path, args):
+    line = refused(tmp_path, args, {"empty.db": b""}, env={"MLFLOW_TRACKING_URI": "sqlite:///empty.db"})
+    assert line == "MLFLOW_TRACKING_URI: empty.db is an empty file, not an MLflow store (a sweep writes one)"
+
+
+def test_a_store_from_the_environment_without_a_sweep_names_the_variable(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(uri).search_experiments()  # an MLflow store, with no sweep in it
+    line = refused(tmp_path, ["status"], env={"MLFLOW_TRACKING_URI": uri})
+    assert line == f"MLFLOW_TRACKING_URI: no sweep in {uri}"
