@@ -76,6 +76,11 @@ def check_tracking_uri(uri: str, *, key: str = "--tracking-uri") -> None:
             raise UserError(f"'{uri}' names no database file (expected sqlite:///PATH)", key=key)
         folder = db.parent if str(db.parent) else Path(".")
         if not folder.is_dir():
+            # MLflow makes the database file, never its directory; a file on the path is a typo to name
+            on_path = next((p for p in (folder, *folder.parents) if p.exists()), None)
+            if on_path is not None and not on_path.is_dir():
+                raise UserError(f"the SQLite store {db} cannot be made: {on_path} on its path is a file, not a "
+                                f"directory", key=key)
             raise UserError(f"the directory of the SQLite store does not exist: {folder}", key=key)
         if db.exists() and not db.is_file():
             raise UserError(f"the SQLite store {db} is not a file", key=key)

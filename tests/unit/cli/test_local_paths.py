@@ -35,6 +35,12 @@ CASES = [
      "--plots: r.json/plots cannot be made: {tmp}/r.json on its path is a file, not a directory"),
     ("server-store-under-a-file", ["server", "--store", "notes.txt/store"], None,
      "--store: notes.txt/store cannot be made: {tmp}/notes.txt on its path is a file, not a directory"),
+    ("store-under-a-file", SWEEP + ["--tracking-uri", "sqlite:///notes.txt/mlflow.db"], None,
+     "--tracking-uri: the SQLite store notes.txt/mlflow.db cannot be made: notes.txt on its path is a file, not a "
+     "directory"),
+    ("store-from-the-environment-under-a-file", ["status"], {"MLFLOW_TRACKING_URI": "sqlite:///notes.txt/a/mlflow.db"},
+     "MLFLOW_TRACKING_URI: the SQLite store notes.txt/a/mlflow.db cannot be made: notes.txt on its path is a file, "
+     "not a directory"),
     ("cache-dir-under-a-file", SWEEP, {"FARM_CACHE_DIR": "notes.txt/cache"},
      "FARM_CACHE_DIR: notes.txt/cache cannot be made: {tmp}/notes.txt on its path is a file, not a directory"),
 ]
