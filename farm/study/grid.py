@@ -78,6 +78,9 @@ def resolve_quantization(study: Study, model_key: str, quantization: str | None)
 # weeks of a GPU, far beyond a study's scale, and a product of axes that passes it (a YAML of a
 # few kilobytes can name 10^20 combinations) would otherwise hang expansion and `--dry-run`.
 MAX_GRID_TRIALS = 10_000
+# The most runs of one pass (trials x the grid's profiles): what the cost estimate and the sweep
+# walk through; 10,000 trials of 10 profiles each, or fewer trials of more profiles.
+MAX_GRID_RUNS = 100_000
 
 
 def grid_size(block: GridBlock) -> int:
@@ -96,6 +99,11 @@ def check_grid_size(study: Study, grid: str) -> None:
         raise SpecError(f"the grid names {total:,} combinations of its axes before exclusions (blocks[{largest}]: "
                         f"{sizes[largest]:,}); farm expands at most {MAX_GRID_TRIALS:,}: split it into smaller grids "
                         f"or use fewer values per axis", file=study.source, key=f"grids.{grid}")
+    profiles = len(study.grid_profiles(grid))
+    if total * profiles > MAX_GRID_RUNS:
+        raise SpecError(f"the grid plans {total * profiles:,} runs a pass ({total:,} combinations x {profiles:,} "
+                        f"profiles); farm plans at most {MAX_GRID_RUNS:,}: give the grid fewer `profiles`",
+                        file=study.source, key=f"grids.{grid}")
 
 
 def expand(study: Study, grid: str) -> list[Trial]:

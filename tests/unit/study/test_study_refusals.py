@@ -182,3 +182,12 @@ def test_a_grid_too_large_to_expand_is_counted_and_refused(tmp_path, text, expec
     line = refused(tmp_path, DRY, {"s.yaml": text})
     assert line.startswith(f"s.yaml: grids.g: {expected}"), line
     assert "farm expands at most 10,000" in line
+
+
+def test_a_grid_of_too_many_runs_a_pass_is_refused(tmp_path):
+    profiles = "".join(f"  q{i}: {{data: {{kind: synthetic, prompt_tokens: 8, output_tokens: 4}}, requests: 4}}\n"
+                       for i in range(60))
+    text = _edit("profiles:\n", "profiles:\n" + profiles).replace("itl-ms: [1, 2]", f"itl-ms: {list(range(2000))}")
+    line = refused(tmp_path, DRY, {"s.yaml": text})
+    assert line == ("s.yaml: grids.g: the grid plans 122,000 runs a pass (2,000 combinations x 61 profiles); farm "
+                    "plans at most 100,000: give the grid fewer `profiles`")
