@@ -13,6 +13,7 @@ import click
 
 from farm.cli import options as opt
 from farm.errors import UserError
+from farm.inputs import tracking_source, usable_directory
 
 
 class FarmGroup(click.Group):
@@ -105,8 +106,6 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
         shared = compile_cache if compile_cache == "ray" else str(Path(compile_cache).expanduser().resolve())
         study = study.model_copy(update={"compile_cache": shared})
     if address is None:  # a local sweep's engines and guidellm write there: usable before anything starts
-        from farm.inputs import usable_directory
-
         usable_directory(workdir, key="--workdir")
     trials = expand(study, grid)
     start_id = None
@@ -127,8 +126,6 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
             # must be there: a dry run creates nothing), at what the sweep itself measured.
             from farm.run.preflight import check_resume, check_store_to_read
             from farm.store.tracking import default_tracking_uri
-
-            from farm.inputs import tracking_source
 
             uri = tracking_uri or default_tracking_uri()
             check_store_to_read(uri, key=tracking_source(tracking_uri))
@@ -197,8 +194,6 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
 
     # Datasets, tracking store, Ray address, the sweep to resume: checked before anything starts;
     # a refusal names where the store came from (the option, MLFLOW_TRACKING_URI, the default).
-    from farm.inputs import tracking_source
-
     tracking_key = tracking_source(tracking_uri)
     tracking_uri = tracking_uri or default_tracking_uri()
     point = check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume,

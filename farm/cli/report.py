@@ -9,6 +9,7 @@ import click
 
 from farm.cli import options as opt
 from farm.errors import SLONotMet, UserError
+from farm.inputs import tracking_source
 
 
 @click.command("report")
@@ -35,8 +36,6 @@ def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, 
     from farm.run.sweep_report import build_from_records, local_baseline
     from farm.store.mlflow_store import MlflowStore
     from farm.store.tracking import default_tracking_uri
-
-    from farm.inputs import tracking_source
 
     uri = tracking_uri or default_tracking_uri()
     source = tracking_source(tracking_uri)  # errors name where the URI came from
