@@ -11,11 +11,16 @@ named regressions as real processes):
 - results files: the seed's real results file, mutated the same ways (NaN/Infinity, huge
   numbers, deep nesting), run as `farm analyze --results`;
 - command-line options: URIs, addresses, ids, counts and names built from the forms users mix
-  up, and arbitrary text, for `farm sweep --dry-run`, `farm status` and `farm report`.
+  up, and arbitrary text, for `farm sweep --dry-run`, `farm status` and `farm report`;
+- studies generated from the schema itself: every key of every model the study's schema declares
+  (a test fails when a model is added without a place here), and every flag an engine types, set
+  to values of its own annotation or awkward ones; these and the results files with extreme floats
+  (denormals, the float limit, fractions just past 1) must end in exactly one line on exit 2.
 
 Derandomized (the same examples on every run, so CI is stable), no example database. A failure
 found here is recorded as an explicit case in tests/unit/cli/test_bad_input.py (FOUND_BY_FUZZING).
-The example counts keep the whole file near a minute and a half on 2 cores.
+The example counts keep the whole file near a minute and a half of CPU time (about three minutes on
+two shared cores).
 """
 
 from __future__ import annotations
