@@ -58,6 +58,9 @@ HOST = Checked("host", inputs.host_option)
 
 
 FILE = Checked("file", inputs.file_path)
+# --allowed-hosts: a comma-separated list handed to MLflow's server as one argument: one line.
+HOST_LIST = Checked("hosts", lambda value, *, option: inputs.text_option(value, option=option, what="a list of hosts",
+                                                                        max_len=inputs.MAX_OPTION_CHARS))
 
 
 def echo_user_error(exc: inputs.UserError) -> None:

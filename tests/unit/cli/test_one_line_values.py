@@ -37,6 +37,9 @@ OPTIONS = [
      "--address: 'head\\n:6379' is not a Ray address (HOST:PORT, ray://HOST:PORT, http://HEAD:8265 or auto)"),
     ("server-host-with-a-carriage-return", ["server", "--host", "a\rb"],
      "--host: 'a\\rb' is not a host name or IP address (in 'a\\rb')"),
+    ("server-allowed-hosts-with-a-newline", ["server", "--allowed-hosts", "a.example,\nb.example"],
+     "--allowed-hosts: expected a list of hosts of one line, got 'a.example,\\nb.example' (control characters or "
+     "invalid text)"),
     ("workdir-with-a-newline", DRY + ["--workdir", "runs\nx"],
      "--workdir: expected a directory path of one line, got 'runs\\nx' (control characters or invalid text)"),
 ]
