@@ -173,8 +173,18 @@ def check_values(data: Any, *, shown: str, error=UserError) -> None:
             if depth >= MAX_DEPTH:
                 raise error(f"nested deeper than {MAX_DEPTH} levels", file=shown, key=where)
             items = value.items() if isinstance(value, dict) else enumerate(value)
+            if isinstance(value, dict):
+                for k in value:
+                    if isinstance(k, str) and (_CONTROL.search(k) or _SURROGATE.search(k)):
+                        # a key is a name farm prints, logs and stores (a model, a profile, a flag)
+                        raise error(f"the key {quoted(k)} is not a name of one line (control characters or "
+                                    f"invalid text)", file=shown, key=where)
             stack.extend((v, _child_path(path, k), depth + 1) for k, v in items)
-        elif isinstance(value, bool) or value is None or isinstance(value, str):
+        elif isinstance(value, str):
+            if _SURROGATE.search(value):  # YAML's "\ud800" or JSON's "\udc80": not text, UTF-8 cannot hold it
+                raise error(f"{quoted(value)} holds a lone surrogate escape, which is not text (no UTF-8 for it)",
+                            file=shown, key=where)
+        elif isinstance(value, bool) or value is None:
             continue
         elif isinstance(value, float):
             if not math.isfinite(value):
@@ -361,7 +371,26 @@ def read_json_file(path: str | Path, *, what: str, max_bytes: int = RESULTS_MAX_
 # command-line options and environment variables
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_OPTION_CHARS = 2048  # a URI, address or path on the command line; keeps every error line short
+QUOTE_CHARS = 40  # how much of a refused value an error line quotes
+
+
+def quoted(value: str, limit: int = QUOTE_CHARS) -> str:
+    """A value as an error line quotes it: shortened, and escaped where it is not printable (a
+    newline, a terminal escape, a lone surrogate), so the error stays one line a terminal shows."""
+    short = value if len(value) <= limit else value[:limit] + "..."
+    return "'" + "".join(c if c.isprintable() and not _SURROGATE.match(c) else repr(c)[1:-1] for c in short) + "'"
+
+
+def one_line(value: str, *, option: str, what: str) -> str:
+    """A value that must be one line of text (a name, a path): no control characters, no lone
+    surrogates (text that cannot be written as UTF-8, e.g. from a mis-decoded file name)."""
+    if _CONTROL.search(value) or _SURROGATE.search(value):
+        hint = "; a file's text where its path belongs?" if "\n" in value and what == "a file path" else ""
+        raise UserError(f"expected {what} of one line, got {quoted(value)} (control characters or invalid text{hint})",
+                        key=option)
+    return value
 
 
 def _too_long(value: str, option: str) -> None:
@@ -373,11 +402,18 @@ def text_option(value: str, *, option: str, what: str = "a name", max_len: int =
     """A name given on the command line (grid, experiment, baseline): non-empty, one line."""
     if not value or not value.strip():
         raise UserError(f"expected {what}, got an empty value", key=option)
-    if _CONTROL.search(value):
-        raise UserError(f"expected {what}, got {value!r} (control characters)", key=option)
+    one_line(value, option=option, what=what)
     if len(value) > max_len:
         raise UserError(f"expected {what} of at most {max_len} characters, got {len(value)}", key=option)
     return value
+
+
+def file_path(value: str, *, option: str) -> str:
+    """A file named on the command line (--config, --results): a path of one line, not the file's text."""
+    if not value or not value.strip():
+        raise UserError("expected a file, got an empty value", key=option)
+    _too_long(value, option)
+    return one_line(value, option=option, what="a file path")
 
 
 # MLflow's own rule for run ids (a sweep id is its parent run's id); keeps quotes and spaces out
@@ -387,8 +423,7 @@ _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,255}")
 
 def sweep_id(value: str, *, option: str = "SWEEP_ID") -> str:
     if not _RUN_ID.fullmatch(value or ""):
-        shown = value if len(value or "") <= 40 else value[:40] + "..."
-        raise UserError(f"'{shown}' is not a sweep id (the run id farm printed: letters, digits, - and _)",
+        raise UserError(f"{quoted(value or '')} is not a sweep id (the run id farm printed: letters, digits, - and _)",
                         key=option)
     return value
 
@@ -435,14 +470,14 @@ def _split(value: str, option: str, *, shown: str | None = None, what: str = "a 
 
 def _check_host(host: str | None, value: str, option: str, forms: str) -> str:
     if not host:
-        raise UserError(f"'{value}' names no host (expected {forms})", key=option)
+        raise UserError(f"{quoted(value or '', 200)} names no host (expected {forms})", key=option)
     try:
         ipaddress.ip_address(host)
         return host
     except ValueError:
         pass
     if not re.fullmatch(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?", host) or len(host) > 253:
-        raise UserError(f"'{host}' is not a host name or IP address (in '{value}')", key=option)
+        raise UserError(f"{quoted(host, 200)} is not a host name or IP address (in {quoted(value, 200)})", key=option)
     return host
 
 
@@ -454,8 +489,9 @@ def tracking_uri(value: str, *, option: str = "--tracking-uri") -> str:
     if not value or not value.strip():
         raise UserError(f"expected a tracking URI ({TRACKING_FORMS}), got an empty value", key=option)
     _too_long(value, option)
-    if _CONTROL.search(value):
-        raise UserError(f"expected a tracking URI ({TRACKING_FORMS}), got {value!r} (control characters)", key=option)
+    if _CONTROL.search(value) or _SURROGATE.search(value):
+        raise UserError(f"expected a tracking URI ({TRACKING_FORMS}), got {quoted(value)} (control characters)",
+                        key=option)
     parts, port = _split(value, option)
     scheme = parts.scheme.lower()
     if scheme == "sqlite":
@@ -487,8 +523,8 @@ def ray_address(value: str, *, option: str = "--address") -> str:
     _too_long(value, option)
     if value == "auto":
         return value
-    bad = f"'{value}' is not a Ray address ({RAY_ADDRESS_FORMS})"
-    if _CONTROL.search(value) or " " in value:
+    bad = f"{quoted(value, 200)} is not a Ray address ({RAY_ADDRESS_FORMS})"
+    if _CONTROL.search(value) or _SURROGATE.search(value) or " " in value:
         raise UserError(bad, key=option)
     what = f"a Ray address ({RAY_ADDRESS_FORMS})"
     if "://" not in value:
@@ -525,6 +561,16 @@ def env_tracking_uri() -> str | None:
     """MLFLOW_TRACKING_URI, when set: read by farm (the default store) and by MLflow itself."""
     value = os.environ.get("MLFLOW_TRACKING_URI")
     return tracking_uri(value, option="MLFLOW_TRACKING_URI") if value else None
+
+
+def tracking_source(given: str | None) -> str:
+    """Where the tracking URI a command uses came from, as its errors name it: the option, the
+    environment variable MLflow reads, or farm's default (a store the user never named)."""
+    if given:
+        return "--tracking-uri"
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return "MLFLOW_TRACKING_URI"
+    return "the default store (no --tracking-uri or MLFLOW_TRACKING_URI given)"
 
 
 def env_ray_address() -> str | None:
@@ -566,13 +612,39 @@ def check_ray_token_sources(option: str) -> None:
 
 def env_directory(name: str) -> None:
     """A variable naming a directory farm writes into (FARM_CACHE_DIR): if it names something
-    that exists, that is a directory."""
+    that exists, that is a directory; and it is usable here (`usable_directory`)."""
     value = os.environ.get(name)
     if not value:
         return
     path = _not_a_file(value, key=name)
     if path is not None:
         raise UserError(f"{path} is not a directory", key=name)
+    usable_directory(value, key=name)
+
+
+def usable_directory(value: str, *, key: str) -> None:
+    """A directory farm will write into on this machine can be: it exists and is writable, or
+    the nearest part of its path that exists is a writable directory it can be made in. Checked
+    without writing anything (no directory is made to find out), so a refusal leaves no trace;
+    made later, when the sweep or command writes there."""
+    try:
+        path = Path(value).expanduser().absolute()
+        nearest = path
+        while not os.path.lexists(nearest) and nearest != nearest.parent:
+            nearest = nearest.parent
+        is_dir = nearest.is_dir()
+    except (OSError, ValueError):
+        raise UserError(f"{quoted(value)} is not a usable directory path", key=key) from None
+    if nearest == path:
+        if not is_dir:
+            raise UserError(f"{value} exists and is not a directory", key=key)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise UserError(f"{value} is not writable", key=key)
+        return
+    if not is_dir:
+        raise UserError(f"{value} cannot be made: {nearest} on its path is a file, not a directory", key=key)
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        raise UserError(f"{value} cannot be made: {nearest} is not writable", key=key)
 
 
 def _not_a_file(value: str, *, key: str) -> Path | None:
@@ -585,14 +657,23 @@ def _not_a_file(value: str, *, key: str) -> Path | None:
     return path if exists and not is_dir else None
 
 
-def output_directory(value: str, *, option: str) -> str:
-    """A directory farm writes into (--out, --plots, --workdir, --store): given, and not an
-    existing file."""
+def directory_option(value: str, *, option: str) -> str:
+    """A directory farm writes into, named on the command line: given, one line, and not an
+    existing file. Where it is is not checked here: `--workdir` may be a path on a cluster's nodes."""
     if not value or not value.strip():
         raise UserError("expected a directory, got an empty value", key=option)
     _too_long(value, option)
+    one_line(value, option=option, what="a directory path")
     if _not_a_file(value, key=option) is not None:
         raise UserError(f"{value} exists and is not a directory", key=option)
+    return value
+
+
+def output_directory(value: str, *, option: str) -> str:
+    """A directory farm writes into on this machine (--out, --plots, --store): `directory_option`,
+    and usable before anything starts (`usable_directory`)."""
+    directory_option(value, option=option)
+    usable_directory(value, key=option)
     return value
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -81,9 +82,68 @@ class ModelShape(_Strict):
     max_position_embeddings: int = 0
 
 
+class NotPredicted(ValueError):
+    """A model whose memory farm cannot size (its config.json is of an architecture the model here
+    does not know, or cannot be read): the trial is "not predicted: <why>", never pruned, never a
+    traceback."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass(frozen=True)
+class NoPrediction:
+    """What `trial_fit` gives for a model it cannot size: treated as fitting (the trial starts and
+    its engine says), with the reason shown where a prediction would be."""
+
+    reason: str
+    fits: bool = True
+    kv_cache_tokens: None = None
+    max_running_requests: None = None
+
+
+# The language-model keys the predictor needs from a config.json (or its `text_config`).
+_REQUIRED_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
+
+
+def _architecture(config: Mapping[str, Any]) -> str:
+    names = config.get("architectures")
+    if isinstance(names, list) and names and isinstance(names[0], str):
+        return names[0][:60]
+    return str(config.get("model_type") or "unnamed")[:60]
+
+
 def shape_from_config(config: Mapping[str, Any]) -> ModelShape:
-    """A config.json (a multimodal one's `text_config`) -> ModelShape."""
-    t = dict(config.get("text_config") or config)
+    """A config.json (a multimodal one's `text_config`) -> ModelShape; `NotPredicted` for an
+    architecture the predictor does not model (its keys missing, of the wrong type, or a layout
+    it would size wrongly)."""
+    if not isinstance(config, Mapping):
+        raise NotPredicted("config.json is not a JSON object")
+    text = config.get("text_config") or config
+    if not isinstance(text, Mapping):
+        raise NotPredicted("config.json's text_config is not a JSON object")
+    arch = _architecture(config)
+    missing = [k for k in _REQUIRED_KEYS if k not in text]
+    if missing:
+        raise NotPredicted(f"architecture {arch} is not one farm's memory model knows (its config.json has no "
+                           f"{', '.join(missing)})")
+    if text.get("kv_lora_rank") or config.get("is_encoder_decoder"):
+        layout = "multi-head latent attention (kv_lora_rank)" if text.get("kv_lora_rank") else "an encoder-decoder"
+        raise NotPredicted(f"architecture {arch} is {layout}, which farm's memory model does not size")
+    for key in _REQUIRED_KEYS:
+        value = text[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise NotPredicted(f"config.json: {key} is {str(value)[:20]!r}, not a whole number >= 1 "
+                               f"(architecture {arch})")
+    try:
+        return _shape(config, dict(text))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:
+        raise NotPredicted(f"config.json of architecture {arch} cannot be read as one farm's memory model "
+                           f"knows ({type(exc).__name__}: {str(exc)[:80]})") from None
+
+
+def _shape(config: Mapping[str, Any], t: dict) -> ModelShape:
     layers = int(t["num_hidden_layers"])
     types = t.get("layer_types")
     if types:
@@ -301,9 +361,11 @@ def check_lines(checks: list[KvCheck]) -> list[str]:
 
 
 def trial_fit(engine: str, flags: Mapping[str, Any], model_quantization: str | None, config: Mapping[str, Any] | None,
-              accelerator: str | None) -> FitPrediction | None:
+              accelerator: str | None) -> FitPrediction | NoPrediction | None:
     """The prediction for one trial (its engine's flags, all of them), or None where farm has no
-    model for it: an engine without a memory reserve, no config.json, a GPU of unknown memory."""
+    model for it: an engine without a memory reserve, no config.json, a GPU of unknown memory;
+    `NoPrediction` (with why) for a config.json the predictor cannot size, or one that cannot be
+    read (`NotPredicted` handed in by the reader)."""
     from farm.engines import get_engine
 
     adapter = get_engine(engine)
@@ -312,8 +374,17 @@ def trial_fit(engine: str, flags: Mapping[str, Any], model_quantization: str | N
     settings = adapter.memory_settings(flags, model_quantization)
     if settings is None:
         return None
-    if settings.gpu_memory_utilization is None:
-        fraction = adapter.default_memory_fraction(flags, GPU_MEMORY_BYTES[accelerator], config)
-        if fraction is not None:
-            settings = settings.model_copy(update={"gpu_memory_utilization": fraction})
-    return predict(shape_from_config(config), settings, adapter.memory_reserve, GPU_MEMORY_BYTES[accelerator])
+    if isinstance(config, NotPredicted):
+        return NoPrediction(config.reason)
+    try:
+        shape = shape_from_config(config)  # first: an engine's default fraction reads the same config
+        if settings.gpu_memory_utilization is None:
+            fraction = adapter.default_memory_fraction(flags, GPU_MEMORY_BYTES[accelerator], config)
+            if fraction is not None:
+                settings = settings.model_copy(update={"gpu_memory_utilization": fraction})
+    except NotPredicted as exc:
+        return NoPrediction(exc.reason)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        return NoPrediction(f"config.json of architecture {_architecture(config)} cannot be read as one farm's "
+                            f"memory model knows ({type(exc).__name__})")
+    return predict(shape, settings, adapter.memory_reserve, GPU_MEMORY_BYTES[accelerator])

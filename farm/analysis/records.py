@@ -393,6 +393,8 @@ def results_from_data(data: Any, source: str) -> Results:
             provenance=run.provenance,
             limits=run.limits,
         ))
+    for i, rec in enumerate(records):
+        check_plausible(rec, f"runs[{i}]", source)
     check_trial_ids(records, source)
     return Results(
         source=source,
@@ -405,6 +407,40 @@ def results_from_data(data: Any, source: str) -> Results:
         sweeps=list(parsed.sweeps),
         engine_versions=dict(parsed.engine_versions),
     )
+
+
+# The largest measurement a results file may hold: far beyond any real run (1e15 tokens a second,
+# or seconds: 30 million years), and small enough that sums, means and variances of many of them
+# stay finite; a value past it is a corrupt or hand-edited file, not a benchmark.
+METRIC_MAX = 1e15
+
+
+def check_plausible(rec: RunRecord, where: str, source: str) -> None:
+    """A run's numbers are physically possible, in every quantity selection derives from them:
+    a measurement within `METRIC_MAX`, a success rate that is a fraction, a positive duration
+    for an ok run, and rates (tokens / duration) that neither overflow nor come from a division
+    by a vanishing duration. The refusal names the run's id: whatever the file holds, selection
+    never ranks on an infinity or a NaN."""
+    def refuse(reason: str, key: str) -> None:
+        raise UserError(f"run '{rec.id}': {reason}", file=source, key=f"{where}.{key}")
+
+    for name, value in rec.metrics.items():
+        if value > METRIC_MAX:
+            refuse(f"{value:.3g} is not a plausible measurement (farm takes at most {METRIC_MAX:.0e})",
+                   f"metrics.{name}")
+    rate = rec.success_rate
+    if rate is not None and not 0 <= rate <= 1:
+        key = "metrics.success_rate" if "success_rate" in rec.metrics else "metrics.successful_requests"
+        refuse(f"a success rate of {rate:.4g} is not a fraction from 0 to 1 (successful requests over the "
+               f"{rec.total_requests} the profile asks for)", key)
+    duration = rec.metrics.get("duration_s")
+    if rec.status == Status.ok and duration is not None and duration <= 0:
+        refuse(f"an ok run's duration must be above 0, got {duration:g}", "metrics.duration_s")
+    for name, value in (("tokens per second from its totals", rec.tps_from_totals),
+                        ("output tokens per request", rec.output_tokens_per_request)):
+        if value is not None and not (math.isfinite(value) and value <= METRIC_MAX):
+            refuse(f"its {name} come to {value:.3g} (a duration or request count too small for its totals)",
+                   "metrics.duration_s" if "second" in name else "metrics.successful_requests")
 
 
 def check_trial_ids(records: list[RunRecord], source: str) -> None:

@@ -13,6 +13,7 @@ import click
 
 from farm.cli import options as opt
 from farm.errors import UserError
+from farm.inputs import tracking_source, usable_directory
 
 
 class FarmGroup(click.Group):
@@ -67,10 +68,10 @@ def cli() -> None:
               help="Where trials share engine compile caches: a directory every node sees (kept across sweeps and "
                    "machines), or ray (Ray's object store, this sweep); default: the study's compile_cache, else "
                    "Ray's object store on a cluster of several nodes.")
-@click.option("--workdir", type=opt.DIRECTORY, default="farm-runs", show_default=True,
+@click.option("--workdir", type=opt.NODE_DIRECTORY, default="farm-runs", show_default=True,
               help="Where engine logs and guidellm reports are written on each node.")
 @click.option("--no-wait", is_flag=True, help="With --address http://HEAD:8265: submit the job and return.")
-@click.option("--trial", "only", multiple=True, metavar="NAME|ID",
+@click.option("--trial", "only", multiple=True, type=opt.NAME, metavar="NAME|ID",
               help="Run only this trial of the grid now (repeatable); the sweep keeps the grid's other trials "
                    "pending, for a later `--resume` (a sweep in pieces, e.g. one per GPU lease).")
 @click.option("--quiet", is_flag=True, help="Print only the recommended command and the sweep id (errors on stderr); "
@@ -104,6 +105,8 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
         # a directory as the user wrote it, relative to where they are
         shared = compile_cache if compile_cache == "ray" else str(Path(compile_cache).expanduser().resolve())
         study = study.model_copy(update={"compile_cache": shared})
+    if address is None:  # a local sweep's engines and guidellm write there: usable before anything starts
+        usable_directory(workdir, key="--workdir")
     trials = expand(study, grid)
     start_id = None
     if study.strategy == "local" and study.start:
@@ -125,7 +128,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
             from farm.store.tracking import default_tracking_uri
 
             uri = tracking_uri or default_tracking_uri()
-            check_store_to_read(uri)
+            check_store_to_read(uri, key=tracking_source(tracking_uri))
             point = check_resume(uri, resume, study, grid, trials)
             trials = point.rename(trials)
             done = [t for t in trials if t.id in point.finished]
@@ -189,9 +192,12 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
 
     terminal.set_mode(mode)
 
-    # Datasets, tracking store, Ray address, the sweep to resume: checked before anything starts.
+    # Datasets, tracking store, Ray address, the sweep to resume: checked before anything starts;
+    # a refusal names where the store came from (the option, MLFLOW_TRACKING_URI, the default).
+    tracking_key = tracking_source(tracking_uri)
     tracking_uri = tracking_uri or default_tracking_uri()
-    point = check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume)
+    point = check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume,
+                        tracking_key=tracking_key)
     if point is not None and point.renamed:  # a sweep stored with ids of the older form keeps them
         trials = point.rename(trials)
         selected = {point.renamed.get(i, i) for i in selected} if selected is not None else None
@@ -212,7 +218,8 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
             study = _with_strategy(study, "local", budget if budget is not None else stored[1], repeats=repeats,
                                    only=only, start=kept.start if kept else None, resume=resume)
             trials, start_id = start_of(study, grid, expand(study, grid), study.start or "", key="start")
-            point = check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume)
+            point = check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume,
+                                tracking_key=tracking_key)
             if point is not None and point.renamed:
                 trials = point.rename(trials)
         elif stored is not None:

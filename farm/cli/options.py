@@ -52,16 +52,15 @@ RUNS = Checked("runs", _count(inputs.MAX_RUNS))
 WORKERS = Checked("workers", _count(64))
 PORT = Checked("port", _port)
 DIRECTORY = Checked("directory", inputs.output_directory)
+# --workdir: a path on the nodes (checked here only where the sweep runs on this machine)
+NODE_DIRECTORY = Checked("directory", inputs.directory_option)
 HOST = Checked("host", inputs.host_option)
 
 
-def _file(value: str, *, option: str) -> str:
-    if not value or not value.strip():
-        raise inputs.UserError("expected a file, got an empty value", key=option)
-    return value
-
-
-FILE = Checked("file", _file)
+FILE = Checked("file", inputs.file_path)
+# --allowed-hosts: a comma-separated list handed to MLflow's server as one argument: one line.
+HOST_LIST = Checked("hosts", lambda value, *, option: inputs.text_option(value, option=option, what="a list of hosts",
+                                                                        max_len=inputs.MAX_OPTION_CHARS))
 
 
 def echo_user_error(exc: inputs.UserError) -> None:

@@ -9,6 +9,7 @@ import click
 
 from farm.cli import options as opt
 from farm.errors import SLONotMet, UserError
+from farm.inputs import tracking_source
 
 
 @click.command("report")
@@ -37,8 +38,9 @@ def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, 
     from farm.store.tracking import default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
-    check_store_to_read(uri)
-    store = MlflowStore(uri)
+    source = tracking_source(tracking_uri)  # errors name where the URI came from
+    check_store_to_read(uri, key=source)
+    store = MlflowStore(uri, key=source)
     if len(set(sweep_ids)) != len(sweep_ids):
         raise UserError("a sweep is named twice", key="SWEEP_ID")
     parts, infos, searches, study = [], [], [], None

@@ -100,7 +100,7 @@ def _auth_env(store: Path, user: str, password: str) -> dict[str, str]:
               help="Address to bind; on a cluster, the head's address on the cluster network.")
 @click.option("--port", type=opt.PORT, default=5000, show_default=True)
 @click.option("--auth", is_flag=True, help="MLflow's basic-auth app (admin from MLFLOW_TRACKING_USERNAME/PASSWORD).")
-@click.option("--allowed-hosts", default=None,
+@click.option("--allowed-hosts", type=opt.HOST_LIST, default=None,
               help="Host headers the server accepts (MLflow's default: localhost and private addresses).")
 @click.option("--workers", type=opt.WORKERS, default=2, show_default=True, help="Server worker processes.")
 def server(store: str, host: str, port: int, auth: bool, allowed_hosts: str | None, workers: int) -> None:

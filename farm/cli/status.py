@@ -23,12 +23,13 @@ def status(sweep_id: str | None, tracking_uri: str | None, address: str | None, 
     from farm.run.preflight import check_store_to_read
     from farm.run.sweep_status import render, sweep_status
 
+    address = address or inputs.env_ray_address()  # a malformed RAY_ADDRESS is named before any store is opened
     uri = tracking_uri or tracking.default_tracking_uri()
-    check_store_to_read(uri)
-    address = address or inputs.env_ray_address()
+    source = inputs.tracking_source(tracking_uri)  # errors name where the URI came from
+    check_store_to_read(uri, key=source)
     if address:
         from farm.run.jobs import enable_client_token  # ray: only with an address
 
         enable_client_token()
-    st = sweep_status(uri, sweep_id, address=address)
+    st = sweep_status(uri, sweep_id, address=address, tracking_key=source)
     click.echo(json.dumps(st.as_dict(), indent=1) if fmt == "json" else render(st))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, Mapping, Sequence
 
+from farm.engines.flag_types import FlagType
 from farm.engines.memory import MemoryReserve, MemorySettings
 from farm.study.knobs import Renderer, render_with
 from farm.study.spec import EngineSpec
@@ -102,6 +103,9 @@ class Engine:
 
     # Flags farm reads itself and never hands the server (the mock's start and admission flags).
     farm_flags: ClassVar[frozenset[str]] = frozenset()
+    # The types and ranges of the flags farm renders or reads (farm/engines/flag_types.py): a
+    # study's value of one is checked when the study is read, before anything starts.
+    flag_types: ClassVar[Mapping[str, FlagType]] = {}
 
     name: ClassVar[str]
     default_launcher: ClassVar[list[str]]

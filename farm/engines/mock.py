@@ -16,6 +16,7 @@ import shlex
 from typing import Any, ClassVar, Mapping, Sequence
 
 from farm.engines.base import Engine, FailurePattern, render_flags
+from farm.engines.flag_types import NON_NEGATIVE_INT, NON_NEGATIVE_NUMBER, POSITIVE_INT
 from farm.study.spec import EngineSpec
 from farm.study.trial import Trial
 
@@ -57,6 +58,10 @@ class MockEngine(Engine):
     # engine's batch limit makes it grow (the mock-server's own limit does not hold streamed requests).
     admission_flag: ClassVar[str] = "admission-limit"
     farm_flags: ClassVar[frozenset[str]] = frozenset({"gpus", "admission-limit", "start-s", "warm-start-s", "graph"})
+    # What farm reads of them, and the latencies that make a mock configuration better or worse.
+    flag_types = {"gpus": NON_NEGATIVE_INT, "admission-limit": POSITIVE_INT, "start-s": NON_NEGATIVE_NUMBER,
+                  "warm-start-s": NON_NEGATIVE_NUMBER, "ttft-ms": NON_NEGATIVE_NUMBER, "itl-ms": NON_NEGATIVE_NUMBER,
+                  "max-concurrent-requests": POSITIVE_INT}
 
     def _admission(self, flags: Mapping[str, Any]) -> int | None:
         value = flags.get(self.admission_flag)

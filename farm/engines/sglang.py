@@ -27,6 +27,7 @@ from pathlib import PurePosixPath
 from typing import Any, ClassVar, Mapping
 
 from farm.engines.base import Engine, FailurePattern
+from farm.engines.flag_types import BOOLEAN, FRACTION, POSITIVE_INT, WHOLE, FlagType
 from farm.engines.memory import MemoryReserve, MemorySettings
 from farm.engines._logs import _as_int, _first, _int_flag, _int_list, per_rank_sum
 from farm.study.knobs import KnobError, Renderer, gpus_of
@@ -201,9 +202,25 @@ def _state_slots_per_request(flags: Mapping[str, Any]) -> int:
 # ---------------------------------------------------------------------------------------
 
 
+# The flags farm reads (GPUs, memory fit, capacity) or renders from a knob, typed (farm/engines/flag_types.py).
+FLAG_TYPES: dict[str, FlagType] = {
+    **dict.fromkeys(("tp-size", "dp-size", "pp-size", "ep-size", "tensor-parallel-size", "data-parallel-size",
+                     "pipeline-parallel-size", "tp", "dp", "pp", "max-running-requests", "context-length",
+                     "max-mamba-cache-size", "cuda-graph-max-bs", "cuda-graph-max-bs-decode", "max-prefill-tokens",
+                     "hicache-size", "speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens"),
+                    POSITIVE_INT),
+    "chunked-prefill-size": WHOLE,  # -1 turns chunked prefill off
+    "mem-fraction-static": FRACTION,
+    **dict.fromkeys(("enable-dp-attention", "disable-radix-cache", "disable-cuda-graph", "disable-overlap-schedule",
+                     "disable-prefill-cuda-graph", "enable-hierarchical-cache", "enable-priority-scheduling",
+                     "language-only"), BOOLEAN),
+}
+
+
 class SGLangEngine(Engine):
     name = "sglang"
     package = "sglang"
+    flag_types = FLAG_TYPES
     default_launcher: ClassVar[list[str]] = ["python", "-m", "sglang.launch_server"]
     model_arg = "model-path"
     # /health_generate runs one real generation: ready means the model serves, not just that the

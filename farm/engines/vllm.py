@@ -26,6 +26,7 @@ from pathlib import PurePosixPath
 from typing import Any, ClassVar, Mapping
 
 from farm.engines.base import Engine, FailurePattern, render_flag
+from farm.engines.flag_types import BOOLEAN, FRACTION, JSON_OBJECT, POSITIVE_INT, POSITIVE_NUMBER, FlagType
 from farm.engines.memory import MemoryReserve, MemorySettings
 from farm.engines._logs import _as_int, _first, _int_flag, _int_list, _num, per_rank_sum
 from farm.study.knobs import KnobError, Renderer, gpus_of
@@ -125,12 +126,26 @@ KNOB_RENDERERS: dict[str, Renderer] = {
 }
 
 
+# The flags farm reads (GPUs, memory fit) or renders from a knob, typed (farm/engines/flag_types.py).
+FLAG_TYPES: dict[str, FlagType] = {
+    **dict.fromkeys(("tensor-parallel-size", "data-parallel-size", "pipeline-parallel-size", "tp", "dp", "pp",
+                     "max-num-seqs", "max-num-batched-tokens", "max-model-len", "max-cudagraph-capture-size"),
+                    POSITIVE_INT),
+    "gpu-memory-utilization": FRACTION,
+    "kv-offloading-size": POSITIVE_NUMBER,
+    **dict.fromkeys(("enable-prefix-caching", "no-enable-prefix-caching", "enforce-eager", "enable-expert-parallel"),
+                    BOOLEAN),
+    "speculative-config": JSON_OBJECT,
+}
+
+
 # ---------------------------------------------------------------------------------------
 
 
 class VLLMEngine(Engine):
     name = "vllm"
     package = "vllm"
+    flag_types = FLAG_TYPES
     default_launcher: ClassVar[list[str]] = ["vllm", "serve"]
     model_arg = None
     ready_path = "/health"

@@ -3,26 +3,39 @@ model is a local directory) and asks the pure predictor (farm/analysis/memory_fi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from farm.analysis.memory_fit import FitPrediction, KvCheck, trial_fit
+from farm.analysis.memory_fit import FitPrediction, KvCheck, NoPrediction, NotPredicted, trial_fit
+from farm.errors import UserError
+from farm.inputs import read_json_file
 from farm.analysis.memory_fit import check_lines as kv_check_lines
 from farm.study.spec import Study
 from farm.study.trial import Trial
 
 
-def _config(name: str) -> dict | None:
-    path = Path(name) / "config.json"
+CONFIG_MAX_BYTES = 16 << 20  # a config.json is a few KiB; far past that it is not one
+
+
+def _config(name: str) -> dict | NotPredicted | None:
+    """A local model's config.json, read through the boundary (farm/inputs.py); None where there
+    is none (a hub id: nothing to size it by here), `NotPredicted` (with why) where it is there
+    but unusable, so that the trial's line says so instead of a traceback."""
     try:
-        return json.loads(path.read_text()) if path.is_file() else None
-    except (OSError, ValueError):
+        path = Path(name).expanduser() / "config.json"
+        if not path.exists():
+            return None
+    except (OSError, ValueError):  # a name that is no path (a NUL byte, too long): a hub id
         return None
+    try:
+        data = read_json_file(path, what="model config", max_bytes=CONFIG_MAX_BYTES)
+    except UserError as exc:
+        return NotPredicted(exc.line())
+    return data if isinstance(data, dict) else NotPredicted(f"{path}: is not a JSON object")
 
 
-def predictions(study: Study, trials: list[Trial]) -> dict[str, FitPrediction | None]:
-    configs: dict[str, dict | None] = {}
+def predictions(study: Study, trials: list[Trial]) -> dict[str, FitPrediction | NoPrediction | None]:
+    configs: dict[str, dict | NotPredicted | None] = {}
     out = {}
     for t in trials:
         if t.gpus == 0:
@@ -41,9 +54,11 @@ def unfit_trials(study: Study, trials: list[Trial]) -> dict[str, str]:
     return {tid: p.reason for tid, p in predictions(study, trials).items() if p is not None and not p.fits}
 
 
-def fit_line(p: FitPrediction | None) -> str:
+def fit_line(p: FitPrediction | NoPrediction | None) -> str:
     if p is None:
         return "memory: no prediction (no memory model for this engine, model or GPU)"
+    if isinstance(p, NoPrediction):
+        return f"memory: not predicted: {p.reason}"
     if not p.fits:
         return f"memory: pruned: does not fit: {p.reason}"
     if p.state_slots is None and p.max_running_requests is None:

@@ -65,17 +65,22 @@ def _is_sqlite(path: Path) -> bool:
         return False
 
 
-def check_tracking_uri(uri: str) -> None:
+def check_tracking_uri(uri: str, *, key: str = "--tracking-uri") -> None:
     """The MLflow store can be reached (a server answers) or created (its directory exists); its
-    form (sqlite:///PATH or http(s)://) was checked by `farm.inputs`."""
-    key = "--tracking-uri"
-    read_tracking_uri(uri)  # the forms farm takes (a URI from a caller other than the CLI, too)
+    form (sqlite:///PATH or http(s)://) was checked by `farm.inputs`. `key`: where the URI came
+    from (`farm.inputs.tracking_source`: the option, MLFLOW_TRACKING_URI or the default)."""
+    read_tracking_uri(uri, option=key)  # the forms farm takes (a URI from a caller other than the CLI, too)
     db = sqlite_path(uri)
     if uri.startswith("sqlite:"):
         if db is None:
             raise UserError(f"'{uri}' names no database file (expected sqlite:///PATH)", key=key)
         folder = db.parent if str(db.parent) else Path(".")
         if not folder.is_dir():
+            # MLflow makes the database file, never its directory; a file on the path is a typo to name
+            on_path = next((p for p in (folder, *folder.parents) if p.exists()), None)
+            if on_path is not None and not on_path.is_dir():
+                raise UserError(f"the SQLite store {db} cannot be made: {on_path} on its path is a file, not a "
+                                f"directory", key=key)
             raise UserError(f"the directory of the SQLite store does not exist: {folder}", key=key)
         if db.exists() and not db.is_file():
             raise UserError(f"the SQLite store {db} is not a file", key=key)
@@ -95,10 +100,10 @@ def check_tracking_uri(uri: str) -> None:
             while cause.__cause__ is not None or cause.__context__ is not None:
                 cause = cause.__cause__ or cause.__context__
             raise UserError(f"cannot reach the MLflow server at {uri} ({_reason(cause)})", key=key) from None
-        _check_server_login(uri)
+        _check_server_login(uri, key)
 
 
-def _check_server_login(uri: str) -> None:
+def _check_server_login(uri: str, key: str) -> None:
     """A server behind MLflow's auth app answers /health to anyone but refuses its API without a
     login: found here, before a sweep starts, rather than as a 401 traceback from its first run.
     MLflow's own client sends the credentials, from wherever MLflow reads them."""
@@ -108,7 +113,6 @@ def _check_server_login(uri: str) -> None:
     except MlflowException as exc:
         code = exc.get_http_status_code()
     user = read_mlflow_creds().username  # MLFLOW_TRACKING_USERNAME or ~/.mlflow/credentials
-    key = "--tracking-uri"
     if code == 401:
         if not user and not os.environ.get("MLFLOW_TRACKING_TOKEN"):
             raise UserError(f"the MLflow server at {uri} requires a login: set MLFLOW_TRACKING_USERNAME and "
@@ -120,23 +124,22 @@ def _check_server_login(uri: str) -> None:
     # any other answer: reachable a moment ago, so not a user mistake; the sweep meets it later
 
 
-def check_store_to_read(uri: str) -> None:
+def check_store_to_read(uri: str, *, key: str = "--tracking-uri") -> None:
     """A store that commands only read (report, status): reachable, and, for SQLite, already
     there (opening a missing one would create an empty store and then say "no sweep")."""
-    check_tracking_uri(uri)
+    check_tracking_uri(uri, key=key)
     db = sqlite_path(uri)
     if db is not None and not db.is_file():
-        raise UserError(f"there is no tracking store at {db}", key="--tracking-uri")
+        raise UserError(f"there is no tracking store at {db}", key=key)
     if db is not None:
-        _check_mlflow_tables(db)
+        _check_mlflow_tables(db, key)
 
 
-def _check_mlflow_tables(db: Path) -> None:
+def _check_mlflow_tables(db: Path, key: str) -> None:
     """A SQLite file a command only reads must already be an MLflow store: opened by MLflow, any
     other database (or an empty file) would get MLflow's schema written into it. Read-only here."""
     import sqlite3
 
-    key = "--tracking-uri"
     if db.stat().st_size == 0:
         raise UserError(f"{db} is an empty file, not an MLflow store (a sweep writes one)", key=key)
     try:
@@ -241,12 +244,12 @@ def _legacy_ids(planned: list[Trial], trials: list[Trial], stored: set[str]) -> 
 
 
 def check_sweep(study: Study, trials: list[Trial], *, grid: str, address: str | None, tracking_uri: str,
-                resume: str | None) -> ResumePoint | None:
+                resume: str | None, tracking_key: str = "--tracking-uri") -> ResumePoint | None:
     """Everything a sweep needs from outside farm, checked before anything starts."""
     if address is None:
         check_datasets(study, trials)
         env_directory("FARM_CACHE_DIR")  # tokenizers, datasets and warm-up markers are written there
-    check_tracking_uri(tracking_uri)
+    check_tracking_uri(tracking_uri, key=tracking_key)
     if address is not None:
         check_ray_address(address)
     if resume:

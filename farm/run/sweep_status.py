@@ -60,8 +60,9 @@ def running_trials(address: str | None, sweep_id: str) -> dict[str, str]:
     return out
 
 
-def sweep_status(uri: str, sweep_id: str | None = None, *, address: str | None = None) -> SweepStatus:
-    store = MlflowStore(uri)
+def sweep_status(uri: str, sweep_id: str | None = None, *, address: str | None = None,
+                 tracking_key: str = "--tracking-uri") -> SweepStatus:
+    store = MlflowStore(uri, key=tracking_key)
     sweep_id = sweep_id or store.latest_sweep()
     info = store.sweep(sweep_id)
     if info is None:

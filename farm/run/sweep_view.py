@@ -70,6 +70,7 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "nor
     print("cost of each grid" + (":" if measured else " at the seed's measured durations:"))
     for cost in grid_costs(study, {grid: trials}, measured).values():
         print(f"  {cost.line()}")
+    from farm.analysis.memory_fit import NoPrediction
     from farm.run.memory import fit_line, predictions
 
     fits = predictions(study, trials)
@@ -78,7 +79,7 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "nor
 
         budget = f"budget {study.budget_gpu_hours:g} GPU-hours" if study.budget_gpu_hours else "no budget"
         unfit = sum(1 for p in fits.values() if p is not None and not p.fits)
-        unknown = sum(1 for t in trials if fits.get(t.id) is None)
+        unknown = sum(1 for t in trials if fits.get(t.id) is None or isinstance(fits[t.id], NoPrediction))
         # "not predicted" is not "fits": a trial the model could not size starts, and says so
         unsized = f"; {unknown} not predicted (no memory-fit model for them: they start)" if unknown else ""
         print(f"strategy halving ({budget}); {unfit} trial(s) pruned: does not fit{unsized}; rungs:")

@@ -28,8 +28,9 @@ from farm.study.trial import Trial
 class MlflowStore:
     """Sweeps in the MLflow tracking store at `uri` (sqlite:///PATH or a server)."""
 
-    def __init__(self, uri: str):
+    def __init__(self, uri: str, *, key: str = "--tracking-uri"):
         self.uri = uri
+        self.key = key  # where the URI came from, for its errors (farm.inputs.tracking_source)
 
     @property
     def where(self) -> str:
@@ -47,7 +48,7 @@ class MlflowStore:
                              max_results=2 if exclude else 1) if exps else []
         runs = [r for r in runs if r.info.run_id != exclude]
         if not runs:
-            raise UserError(f"no sweep{f' of study {study}' if study else ''} in {self.uri}", key="--tracking-uri")
+            raise UserError(f"no sweep{f' of study {study}' if study else ''} in {self.uri}", key=self.key)
         return runs[0].info.run_id
 
     def sweep(self, sweep_id: str | None = None) -> SweepInfo | None:

@@ -16,6 +16,7 @@ from farm.engines import get_engine
 from farm.errors import SpecError
 from farm.study.knobs import KNOBS, KnobError, describe, parse_knob
 from farm.study.repeats import first_pass_repeats
+from farm.study.sections import flag_identity
 from farm.study.spec import GridBlock, Study, check_grid_name
 from farm.study.trial import Trial, trial_id
 
@@ -72,9 +73,43 @@ def resolve_quantization(study: Study, model_key: str, quantization: str | None)
     return model_key, wanted
 
 
+# The most trials a grid may name (the product of each block's axes and models, summed over its
+# blocks, counted before anything is expanded): a sweep of 10,000 trials of a few minutes each is
+# weeks of a GPU, far beyond a study's scale, and a product of axes that passes it (a YAML of a
+# few kilobytes can name 10^20 combinations) would otherwise hang expansion and `--dry-run`.
+MAX_GRID_TRIALS = 10_000
+# The most runs of one pass (trials x the grid's profiles): what the cost estimate and the sweep
+# walk through; 10,000 trials of 10 profiles each, or fewer trials of more profiles.
+MAX_GRID_RUNS = 100_000
+
+
+def grid_size(block: GridBlock) -> int:
+    """Combinations of one block before its exclusions: models x each axis's values."""
+    size = len(block.models)
+    for values in (*block.axes.values(), *block.knob_axes.values()):
+        size *= len(values)
+    return size
+
+
+def check_grid_size(study: Study, grid: str) -> None:
+    sizes = [grid_size(block) for block in study.grids[grid].blocks]
+    total = sum(sizes)
+    if total > MAX_GRID_TRIALS:
+        largest = max(range(len(sizes)), key=sizes.__getitem__)
+        raise SpecError(f"the grid names {total:,} combinations of its axes before exclusions (blocks[{largest}]: "
+                        f"{sizes[largest]:,}); farm expands at most {MAX_GRID_TRIALS:,}: split it into smaller grids "
+                        f"or use fewer values per axis", file=study.source, key=f"grids.{grid}")
+    profiles = len(study.grid_profiles(grid))
+    if total * profiles > MAX_GRID_RUNS:
+        raise SpecError(f"the grid plans {total * profiles:,} runs a pass ({total:,} combinations x {profiles:,} "
+                        f"profiles); farm plans at most {MAX_GRID_RUNS:,}: give the grid fewer `profiles`",
+                        file=study.source, key=f"grids.{grid}")
+
+
 def expand(study: Study, grid: str) -> list[Trial]:
     """All trials of `grid`, in grid order, duplicates (same id) kept once."""
     check_grid_name(study, grid)
+    check_grid_size(study, grid)  # counted, not expanded: a huge product is refused in no time
     spec = study.grids[grid]
     profiles = study.grid_profiles(grid)
     trials: list[Trial] = []
@@ -89,8 +124,9 @@ def expand(study: Study, grid: str) -> list[Trial]:
         for block_model in block.models:
             for combo_flags, combo_knobs in combos:
                 knobs = {k: v for k, v in combo_knobs.items() if v is not None}
-                taken = {**{f: f"grid key {where}.flags" for f in combo_flags},
-                         **{f: f"engines.{block.engine}.flags" for f in engine_spec.flags}}
+                # by one spelling of each flag (`max_num_seqs` is `max-num-seqs`), as knobs render them
+                taken = {**{flag_identity(f): f"grid key {where}.flags" for f in combo_flags},
+                         **{flag_identity(f): f"engines.{block.engine}.flags" for f in engine_spec.flags}}
                 try:
                     model_key, online = resolve_quantization(study, block_model, knobs.get("quantization"))
                     rendered = engine.render_knobs({**knobs, "quantization": online}, taken)

@@ -15,7 +15,8 @@ from pydantic import ValidationError
 from farm.errors import SpecError, key_path
 from farm.inputs import read_yaml_file
 
-from farm.engines import ENGINES
+from farm.engines import ENGINES, get_engine
+from farm.engines.flag_types import type_error
 from farm.study.spec import ENGINES_CONTEXT, Study, _RefError
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "qwen3.5-35b-a3b-h200.yaml"
@@ -114,8 +115,36 @@ def load_study(path: str | Path | None = None) -> Study:
         raise SpecError(f"not a usable path ({exc})", file=shown) from None
     data = _read_yaml(resolved, {resolved}, shown)
     study = validate_study(data, shown)
+    check_flag_types(study, shown)
     study._source = shown
     return study
+
+
+def check_flag_types(study: Study, shown: str) -> None:
+    """Every value the study gives a flag its engine types (`Engine.flag_types`: GPU counts,
+    memory fractions, booleans, JSON objects) is of that type and range: found here, before
+    anything starts, rather than as a trial the engine refuses or a GPU count farm cannot read."""
+    for name, spec in study.engines.items():
+        types = get_engine(name).flag_types
+        for flag, value in spec.flags.items():
+            _check_flag(types, flag, value, shown, f"engines.{name}.flags.{flag}")
+    for gname, grid in study.grids.items():
+        for b, block in enumerate(grid.blocks):
+            if block.engine not in ENGINES:
+                continue  # named in its own error by the schema
+            types = get_engine(block.engine).flag_types
+            where = f"grids.{gname}.blocks[{b}]"
+            for flag, value in block.flags.items():
+                _check_flag(types, flag, value, shown, f"{where}.flags.{flag}")
+            for flag, values in block.axes.items():
+                for i, value in enumerate(values):
+                    _check_flag(types, flag, value, shown, f"{where}.axes.{flag}[{i}]")
+
+
+def _check_flag(types, flag: str, value: Any, shown: str, key: str) -> None:
+    reason = type_error(types, flag, value)
+    if reason is not None:
+        raise SpecError(reason, file=shown, key=key)
 
 
 def validate_study(data: Any, shown: str) -> Study:

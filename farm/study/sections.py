@@ -26,14 +26,33 @@ def normalize_flag_name(name: str) -> str:
     return name.lstrip("-")
 
 
+def flag_identity(name: str) -> str:
+    """One spelling of a flag for comparison: `--max-num-seqs`, `max_num_seqs` and `max-num-seqs`
+    are one flag to the engines' argument parsers (vLLM's takes both), so a study that sets two of
+    them sets one flag twice."""
+    return name.lstrip("-").replace("_", "-")
+
+
+# A flag's bare name: what follows `--` on a command line, without its value. `--x=1` or `x=1` as
+# a key would render `--x=1=...` (a value the engine reads as part of the name, or refuses).
+_FLAG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
 def _normalize_flags(flags: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(flags, dict):
         return flags  # pydantic's own check names the key and says what was expected
     out: dict[str, Any] = {}
+    seen: dict[str, str] = {}
     for name, value in flags.items():
         key = normalize_flag_name(str(name))
-        if key in out:
-            raise ValueError(f"flag '{key}' given twice")
+        if not _FLAG_NAME.fullmatch(key):
+            shown = repr(str(name)) if len(str(name)) <= 40 else repr(str(name)[:37] + "...")
+            why = " (the value goes after the colon: `name: value`)" if "=" in key else ""
+            raise ValueError(f"{shown} is not a flag name: letters, digits, '-', '_' and '.' after the dashes{why}")
+        other = seen.get(flag_identity(key))
+        if other is not None:
+            raise ValueError(f"flag '{key}' given twice" + (f" (also as '{other}')" if other != key else ""))
+        seen[flag_identity(key)] = key
         out[key] = value
     return out
 

@@ -12,6 +12,7 @@ farm/study/load.py.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal, Union
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
@@ -19,9 +20,10 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 from farm.errors import SpecError
 
 from farm.study.grid_spec import GridBlock, GridSpec
+from farm.study.knobs import KNOBS, KnobError, parse_knob
 from farm.study.trial import model_identity
 from farm.study.sections import (CapacitySpec, DataSpec, EngineSpec, FlagValue, ModelSpec, ProfileSpec, SkipUnsupported, SLOSpec,
-                                 _check_accelerator, _Strict, normalize_flag_name)
+                                 _check_accelerator, _Strict, flag_identity, normalize_flag_name)
 
 ENGINES_CONTEXT = "engines"  # validation context: the names of the registered engines
 
@@ -178,19 +180,21 @@ class Study(_Strict):
                 for m, model in enumerate(block.models):
                     if model not in self.models:
                         raise _RefError(f"{where}.models[{m}]", f"unknown model '{model}' (the study defines: {', '.join(self.models)})")
-                required = self.engines[block.engine].flags
+                # One flag in any spelling (`max_num_seqs`, `--max-num-seqs`): set twice, one value would win silently.
+                required = {flag_identity(f): f for f in self.engines[block.engine].flags}
+                axes = {flag_identity(f): f for f in block.axes}
                 for flag in block.flags:
-                    if flag in block.axes:
-                        raise _RefError(f"{where}.flags.{flag}", "flag given twice (also an axis)")
-                for flag in list(block.flags) + list(block.axes):
-                    if flag in required:
-                        raise _RefError(f"{where}.{flag}", f"flag given twice (engine '{block.engine}' already sets it)")
-                known = set(block.axes) | set(block.flags) | set(block.knob_axes) | set(block.knobs)
-                for i, rule in enumerate(block.exclude):
-                    for key in rule:
-                        if key not in known:
-                            raise _RefError(f"{where}.exclude[{i}].{key}", f"'{key}' is no axis, knob or flag of this "
-                                            f"block: the rule would match nothing")
+                    if flag_identity(flag) in axes:
+                        raise _RefError(f"{where}.flags.{flag}", f"flag given twice (also the axis "
+                                        f"'{axes[flag_identity(flag)]}')")
+                for section, names in (("flags", block.flags), ("axes", block.axes)):
+                    for flag in names:
+                        other = required.get(flag_identity(flag))
+                        if other is not None:
+                            spelled = f" as '{other}'" if other != flag else ""
+                            raise _RefError(f"{where}.{section}.{flag}", f"flag given twice (engine '{block.engine}' "
+                                            f"already sets it{spelled})")
+                _check_exclude_rules(block, where)
             named: dict[str, int] = {}
             for b, block in enumerate(grid.blocks):
                 if block.name is not None and block.name in named:
@@ -215,6 +219,36 @@ class Study(_Strict):
     @property
     def experiment_name(self) -> str:
         return self.experiment or self.name
+
+
+def _check_exclude_rules(block: GridBlock, where: str) -> None:
+    """Each exclude rule can match a trial of its block: it names only the block's axes, knobs
+    and flags, with values they take (a rule that matches nothing is a typo that silently keeps
+    the trials it meant to drop), and is not empty (an empty rule would drop every trial)."""
+    values: dict[str, list] = {**{k: [v] for k, v in block.flags.items()}, **block.axes,
+                               **{k: [v] for k, v in block.knobs.items()}, **block.knob_axes}
+    for i, rule in enumerate(block.exclude):
+        if not rule:
+            raise _RefError(f"{where}.exclude[{i}]", "an empty rule matches every trial of the block: name the "
+                            "axes or knobs whose combination it drops")
+        for key, value in rule.items():
+            if key not in values:
+                raise _RefError(f"{where}.exclude[{i}].{key}", f"'{key}' is no axis, knob or flag of this "
+                                f"block: the rule would match nothing")
+            if key in KNOBS:
+                try:
+                    value = parse_knob(key, value)
+                except KnobError as exc:
+                    raise _RefError(f"{where}.exclude[{i}].{key}", exc.reason) from None
+            if not any(_same(value, v) for v in values[key]):
+                shown = ", ".join(json.dumps(v, default=str) for v in values[key][:8])
+                raise _RefError(f"{where}.exclude[{i}].{key}", f"{json.dumps(value, default=str)} is not a value "
+                                f"'{key}' takes in this block ({shown}): the rule would match nothing")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as the grid compares values (farm/study/grid.py), but `true` is not `1`."""
+    return a == b and isinstance(a, bool) == isinstance(b, bool)
 
 
 class _RefError(ValueError):

@@ -87,7 +87,9 @@ BAD = [
     ("unknown status", lambda d: d["runs"][6].update(status="okk"), 'runs[6].status: unknown value "okk" (known: \'ok\''),
     ("run not a mapping", lambda d: d["runs"].__setitem__(0, 7), "runs[0]: expected a mapping, got 7"),
     ("unknown run key", lambda d: d["runs"][0].update(metircs={}), "runs[0].metircs: unknown key"),
-    ("no eligible trial", lambda d: [r["metrics"].update(successful_requests=500.0) for r in d["runs"]],
+    # half of each profile's requests succeed: below the minimum success rate, yet a plausible fraction
+    ("no eligible trial", lambda d: [r["metrics"].update(successful_requests=d["profiles"][r["profile"]]["total_requests"] / 2)
+                                     for r in d["runs"]],
      "runs: no eligible trial on the primary profile 'sharegpt'"),
 ]
 

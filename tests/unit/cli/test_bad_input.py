@@ -53,7 +53,7 @@ CASES = [
     ("malformed-yaml", _edit("  p:\n", "  p: [\n"), [],
      "{study}: line 12: malformed YAML: expected ',' or ']', but got '<scalar>'"),
     ("mock-admission-limit-zero", _edit("      ttft-ms: 5\n", "      ttft-ms: 5\n      admission-limit: 0\n"), [],
-     "{study}: grids.g.blocks[0]: mock flag 'admission-limit' must be a whole number >= 1, got 0"),
+     "{study}: engines.mock.flags.admission-limit: expected a whole number >= 1, got 0"),
     ("exclude-names-nothing", _edit("          itl-ms: [1, 2]\n", "          itl-ms: [1, 2]\n        exclude: [{itl: 1}]\n"),
      [], "{study}: grids.g.blocks[0].exclude[0].itl: 'itl' is no axis, knob or flag of this block: the rule would "
          "match nothing"),
@@ -105,7 +105,7 @@ CASES = [
     ("flag-twice-dashes", _edit("      ttft-ms: 5\n", "      ttft-ms: 5\n      --ttft-ms: 6\n"), [],
      "{study}: engines.mock.flags: flag 'ttft-ms' given twice"),
     ("flag-twice-engine-and-grid", _edit("          itl-ms: [1, 2]\n", "          ttft-ms: [1, 2]\n"), [],
-     "{study}: grids.g.blocks[0].ttft-ms: flag given twice (engine 'mock' already sets it)"),
+     "{study}: grids.g.blocks[0].axes.ttft-ms: flag given twice (engine 'mock' already sets it)"),
     ("ray-env-to-engine", _edit("    flags:\n", "    env: {RAY_ADDRESS: 'head:6379'}\n    flags:\n"), [],
      "{study}: engines.mock.env: RAY_ADDRESS: RAY_* variables never reach an engine (it would join farm's own Ray cluster)"),
     ("dataset-missing", _edit("    data: {kind: synthetic, prompt_tokens: 8, output_tokens: 4}\n",

@@ -11,11 +11,16 @@ named regressions as real processes):
 - results files: the seed's real results file, mutated the same ways (NaN/Infinity, huge
   numbers, deep nesting), run as `farm analyze --results`;
 - command-line options: URIs, addresses, ids, counts and names built from the forms users mix
-  up, and arbitrary text, for `farm sweep --dry-run`, `farm status` and `farm report`.
+  up, and arbitrary text, for `farm sweep --dry-run`, `farm status` and `farm report`;
+- studies generated from the schema itself: every key of every model the study's schema declares
+  (a test fails when a model is added without a place here), and every flag an engine types, set
+  to values of its own annotation or awkward ones; these and the results files with extreme floats
+  (denormals, the float limit, fractions just past 1) must end in exactly one line on exit 2.
 
 Derandomized (the same examples on every run, so CI is stable), no example database. A failure
 found here is recorded as an explicit case in tests/unit/cli/test_bad_input.py (FOUND_BY_FUZZING).
-The example counts keep the whole file near a minute and a half on 2 cores.
+The example counts keep the whole file near a minute and a half of CPU time (about three minutes on
+two shared cores).
 """
 
 from __future__ import annotations
@@ -61,8 +66,10 @@ def _clean_env():
         yield
 
 
-def _run(args: list[str], files: dict[str, bytes]) -> None:
-    """`farm ARGS` in a fresh directory holding `files`; asserts the property."""
+def _run(args: list[str], files: dict[str, bytes], one_line: bool = False) -> None:
+    """`farm ARGS` in a fresh directory holding `files`; asserts the property. `one_line`: the
+    arguments are well-formed, so an exit 2 is farm's own one line (click's usage errors, which
+    take up to four, cannot happen)."""
     with tempfile.TemporaryDirectory(prefix="farm-fuzz-") as tmp:
         for name, data in files.items():
             (Path(tmp) / name).write_bytes(data)
@@ -79,7 +86,7 @@ def _run(args: list[str], files: dict[str, bytes]) -> None:
         assert result.exit_code in (0, 2), (args, result.exit_code, result.output[-2000:])
         if result.exit_code == 2:
             lines = result.stderr.strip().splitlines()
-            assert 1 <= len(lines) <= MAX_ERROR_LINES, (args, result.stderr[-2000:])
+            assert 1 <= len(lines) <= (1 if one_line else MAX_ERROR_LINES), (args, result.stderr[-2000:])
             assert "Traceback" not in result.output
         assert sorted(os.listdir(tmp)) == before, f"farm {args} wrote {set(os.listdir(tmp)) - set(before)}"
     ray = sys.modules.get("ray")
@@ -326,3 +333,204 @@ def test_a_real_sweep_with_any_store_and_address_is_stopped_by_its_checks(well_f
     if address is not None:
         args += ["--address", address if _stays_local(address, inputs.ray_address) else "127.0.0.1:9"]
     _run(args, {"s.yaml": STUDY_TEXT.encode()})
+
+
+# -- studies generated from the schema itself ----------------------------------------------
+#
+# Not mutations of one real study: every key the study's pydantic models declare (and every flag
+# an engine types, farm/engines/flag_types.py) gets values drawn from its own annotation (valid
+# in type, often out of range or in conflict with the rest) or from AWKWARD (invalid), in a
+# small study whose names refer to each other, so that the checks behind the types are reached.
+
+import types as _types  # noqa: E402
+import typing as _typing  # noqa: E402
+
+from pydantic import BaseModel as _BaseModel  # noqa: E402
+
+from farm.engines import ENGINES as _ENGINES  # noqa: E402
+from farm.study.knobs import KNOBS as _KNOBS  # noqa: E402
+from farm.study import grid_spec as _grid_spec, sections as _sections, spec as _spec  # noqa: E402
+from farm.study.spec import Study as _Study  # noqa: E402
+
+SCHEMA_BASE = {
+    "name": "fuzz", "primary_profile": "p",
+    "models": {"tiny": {"name": "farm-tiny", "tokenizer": "farm:tiny"}},
+    "engines": {"mock": {"flags": {"ttft-ms": 5}}, "vllm": {}, "sglang": {}},
+    "profiles": {"p": {"data": {"kind": "synthetic", "prompt_tokens": 8, "output_tokens": 4}, "requests": 4}},
+    "grids": {"g": {"blocks": [{"engine": "mock", "models": ["tiny"], "axes": {"itl-ms": [1, 2]}}]}},
+}
+# Names the study's keys refer to each other by, and the flags and knobs farm knows.
+FLAG_NAMES = sorted({name for engine in _ENGINES.values() for name in engine.flag_types}) + ["itl-ms", "x"]
+NAMES = ["tiny", "p", "g", "mock", "vllm", "sglang", "farm-tiny", "farm:tiny", "auto", "ray", "H200", "fp8", "a"]
+name_text = st.sampled_from(NAMES) | st.text(max_size=8)
+flag_keys = st.sampled_from(FLAG_NAMES) | st.sampled_from([f.replace("-", "_") for f in FLAG_NAMES]) | \
+    st.sampled_from(["--x=1", "x=1", "a b", "--max-num-seqs", ""])
+numbers = st.sampled_from([0, 1, 2, -1, 0.5, 1.5, 90, 2**40, 1e-310, 5e-324, 1e308]) | st.integers(-3, 100) | \
+    st.floats(allow_nan=False, allow_infinity=False)
+
+
+def _from_annotation(annotation, field: str = ""):
+    """Values of one annotation (the schema's own types), with names the study knows."""
+    origin, args = _typing.get_origin(annotation), _typing.get_args(annotation)
+    if annotation is type(None):
+        return st.none()
+    if isinstance(annotation, type) and issubclass(annotation, _BaseModel):
+        return _model_values(annotation)
+    if origin is _typing.Literal:
+        return st.sampled_from(args)
+    if origin in (_typing.Union, _types.UnionType):
+        return st.one_of([_from_annotation(a, field) for a in args])
+    if origin is list:
+        return st.lists(_from_annotation(args[0] if args else _typing.Any, field), max_size=3)
+    if origin is dict:
+        keys = {"flags": flag_keys, "axes": flag_keys, "exclude": flag_keys, "knobs": st.sampled_from(list(_KNOBS)),
+                "knob_axes": st.sampled_from(list(_KNOBS))}.get(field, name_text)
+        return st.dictionaries(keys, _from_annotation(args[1] if args else _typing.Any, field), max_size=3)
+    if annotation is bool:
+        return st.booleans()
+    if annotation is int:
+        return numbers.filter(lambda v: isinstance(v, int))
+    if annotation is float:
+        return numbers
+    if annotation is str:
+        return name_text
+    return scalars  # Any, dict, list: whatever a YAML value can be
+
+
+def _model_values(model: type[_BaseModel]):
+    """A mapping of `model`'s keys: each required one, some of the optional ones."""
+    fields = model.model_fields
+
+    @st.composite
+    def build(draw):
+        out = {}
+        for name, info in fields.items():
+            if info.is_required() or draw(st.integers(0, 3)) == 0:
+                out[name] = draw(_from_annotation(info.annotation, name))
+        return out
+    return st.deferred(build)
+
+
+# Where each model of the schema sits in SCHEMA_BASE (a path of keys), so a field of it can be set.
+SCHEMA_PLACES = [((), _Study), (("models", "tiny"), _sections.ModelSpec), (("engines", "mock"), _sections.EngineSpec),
+                 (("engines", "vllm"), _sections.EngineSpec), (("profiles", "p"), _sections.ProfileSpec),
+                 (("profiles", "p", "data"), _sections.DataSpec), (("profiles", "p", "slo"), _sections.SLOSpec),
+                 (("profiles", "p", "capacity"), _sections.CapacitySpec), (("grids", "g"), _grid_spec.GridSpec),
+                 (("grids", "g", "blocks", 0), _grid_spec.GridBlock), (("reference",), _spec.ReferenceSpec)]
+
+
+def _models_in(annotation, out: set) -> set:
+    if isinstance(annotation, type) and issubclass(annotation, _BaseModel):
+        if annotation not in out:
+            out.add(annotation)
+            for info in annotation.model_fields.values():
+                _models_in(info.annotation, out)
+    for arg in _typing.get_args(annotation):
+        _models_in(arg, out)
+    return out
+
+
+def test_every_model_of_the_schema_is_fuzzed():
+    """A section added to the study's schema is fuzzed once it has a place here."""
+    assert _models_in(_Study, set()) == {model for _, model in SCHEMA_PLACES}
+
+
+def _node_at(data: dict, path: tuple) -> dict | None:
+    """The mapping at `path` (made where missing), or None where a change before put something else there."""
+    node = data
+    for key in path:
+        if isinstance(key, int):
+            if not isinstance(node, list) or len(node) <= key:
+                return None
+            node = node[key]
+        else:
+            if not isinstance(node, dict):
+                return None
+            if node.get(key) is None:
+                node[key] = {}
+            node = node[key]
+    return node if isinstance(node, dict) else None
+
+
+@st.composite
+def schema_studies(draw):
+    """SCHEMA_BASE with one to three keys of the schema set: valid in type, or awkward."""
+    data = copy.deepcopy(SCHEMA_BASE)
+    for _ in range(draw(st.integers(1, 3))):
+        path, model = draw(st.sampled_from(SCHEMA_PLACES))
+        node = _node_at(data, path)
+        if node is None:
+            continue
+        if draw(st.integers(0, 5)) == 0:  # a whole section of the schema's own making
+            node.clear()
+            node.update(draw(_model_values(model)))
+            continue
+        field = draw(st.sampled_from(sorted(model.model_fields)))
+        valid = draw(st.integers(0, 2)) > 0
+        node[field] = draw(_from_annotation(model.model_fields[field].annotation, field) if valid else values)
+    return data
+
+
+@st.composite
+def typed_flags(draw):
+    """SCHEMA_BASE with flags every engine types, in its engine section or a grid block, of any value."""
+    data = copy.deepcopy(SCHEMA_BASE)
+    engine = draw(st.sampled_from(sorted(_ENGINES)))
+    flags = draw(st.dictionaries(flag_keys, numbers | st.booleans() | scalars | st.just({"method": "mtp"}), min_size=1,
+                                 max_size=3))
+    if draw(st.booleans()):
+        data["engines"][engine]["flags"] = {**data["engines"][engine].get("flags", {}), **flags}
+    else:
+        block = {"engine": engine, "models": ["tiny"]}
+        if draw(st.booleans()):
+            block["flags"] = flags
+        else:
+            block["axes"] = {k: [v] for k, v in flags.items()}
+        data["grids"]["g"]["blocks"].append(block)
+    return data
+
+
+def _dump(data) -> bytes:
+    return yaml.safe_dump(data, allow_unicode=True, sort_keys=False).encode("utf-8", "surrogatepass")
+
+
+SCHEMA_DRY = ["sweep", "--config", "study.yaml", "--grid", "g", "--dry-run"]
+
+
+def test_the_schema_base_study_passes():
+    _run(SCHEMA_DRY, {"study.yaml": _dump(SCHEMA_BASE)}, one_line=True)
+
+
+@fuzz(120)
+@given(study=schema_studies())
+def test_a_study_generated_from_the_schema_ends_in_exit_0_or_one_line_and_exit_2(study):
+    _run(SCHEMA_DRY, {"study.yaml": _dump(study)}, one_line=True)
+
+
+@fuzz(60)
+@given(study=typed_flags())
+def test_any_typed_engine_flag_ends_in_exit_0_or_one_line_and_exit_2(study):
+    _run(SCHEMA_DRY, {"study.yaml": _dump(study)}, one_line=True)
+
+
+# -- results files with extreme floats --------------------------------------------------------
+
+extreme_floats = st.sampled_from([0.0, -0.0, 5e-324, 2.2250738585072014e-308, 1e-310, 1e-300, 1e15, 1.0000001e15,
+                                  1e300, 1.7976931348623157e308, 1, 0.999999, 1.000001]) | \
+    st.floats(min_value=0, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def extreme_results(draw):
+    data = copy.deepcopy(SEED)
+    for _ in range(draw(st.integers(1, 4))):
+        run = draw(st.sampled_from(data["runs"]))
+        metric = draw(st.sampled_from(sorted(run["metrics"]) + ["success_rate", "duration_s"]))
+        run["metrics"][metric] = draw(extreme_floats)
+    return json.dumps(data).encode()
+
+
+@fuzz(80)
+@given(results=extreme_results(), fmt=st.sampled_from(["text", "markdown", "json"]))
+def test_a_results_file_with_extreme_floats_ends_in_exit_0_or_one_line_and_exit_2(results, fmt):
+    _run(["analyze", "--results", "results.json", "--format", fmt], {"results.json": results}, one_line=True)
