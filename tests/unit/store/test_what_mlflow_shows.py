@@ -79,3 +79,20 @@ def test_farm_status_and_the_report_read_the_names_and_the_older_trial_by_its_id
     assert labels[ids[-1]] == ids[-1]  # stored without a name: its hash, as before
     records = store.records(smoke["sweep_id"], load_study()).records
     assert {r.label for r in records if r.trial == ids[1]} == {"ttft-ms=50 itl-ms=40"}
+
+
+def test_farm_report_writes_files_only_with_out_and_says_where(smoke, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from farm.cli.main import cli
+
+    monkeypatch.chdir(tmp_path)
+    plain = CliRunner().invoke(cli, ["report", smoke["sweep_id"], "--tracking-uri", smoke["uri"]])
+    assert plain.exit_code == 0, plain.output
+    assert "ttft-ms=50 itl-ms=10" in plain.stdout and "wrote" not in plain.stderr
+    assert list(tmp_path.iterdir()) == []
+    out = tmp_path / "rep"
+    told = CliRunner().invoke(cli, ["report", smoke["sweep_id"], "--tracking-uri", smoke["uri"], "--out", str(out)])
+    assert told.exit_code == 0, told.output
+    assert f"to {out}" in told.stderr and "report.md" in told.stderr
+    assert (out / "report.md").is_file() and any((out / "plots").glob("*.png"))
