@@ -108,7 +108,7 @@ def test_the_jobs_metadata_names_its_sweep_and_mlflow_run(submitted, cluster, ml
     assert read.returncode == 0, read.stderr[-2000:]
     info = json.loads(read.stdout.strip().splitlines()[-1])
     client = MlflowClient(mlflow_server["uri"])
-    exp = client.get_experiment_by_name("qwen3.5-35b-a3b")
+    exp = client.get_experiment_by_name("farm-demo")  # the smoke grid's own experiment
     (sweep,) = client.search_runs([exp.experiment_id], filter_string=schema.submission_filter(job))
     assert info["status"] == "SUCCEEDED"
     assert info["metadata"] == {
@@ -123,7 +123,7 @@ def test_results_landed_in_the_mlflow_server_from_both_nodes(submitted, mlflow_s
 
     assert submitted.returncode == 0
     client = MlflowClient(mlflow_server["uri"])
-    exp = client.get_experiment_by_name("qwen3.5-35b-a3b")
+    exp = client.get_experiment_by_name("farm-demo")  # the smoke grid's own experiment
     sweeps = client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'sweep'")
     assert len(sweeps) == 1 and sweeps[0].data.tags["farm.status"] == "finished"
     assert sweeps[0].data.tags["farm.submission_id"].startswith("farm-")
