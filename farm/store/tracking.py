@@ -66,7 +66,7 @@ def start_sweep(uri: str, experiment: str, study: Study, grid: str, trials: list
     """Create the parent run; returns (experiment id, sweep id = run id)."""
     c = client(uri)
     exp_id = experiment_id(uri, experiment)
-    run = c.create_run(exp_id, run_name=study.sweep_name(grid), tags={
+    run = c.create_run(exp_id, run_name=f"{study.name}:{grid}", tags={
         S.KIND_TAG: S.KIND_SWEEP, S.STUDY_TAG: study.name, S.GRID_TAG: grid, S.STATUS_TAG: S.SWEEP_RUNNING,
     })
     sweep_id = run.info.run_id

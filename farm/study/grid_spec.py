@@ -111,5 +111,5 @@ class GridSpec(_Strict):
     ordered: bool = Field(default=False, description="The blocks are the ordered steps of a stepwise study.")
     max_concurrent_trials: int | None = Field(default=None, gt=0)
     experiment: str | None = Field(default=None, description=(
-        "MLflow experiment of this grid's sweeps and the first part of their run names, where not the study's: "
+        "MLflow experiment of this grid's sweeps, where not the study's: "
         "the smoke grids run the mock engine, not the model the study is named after."))

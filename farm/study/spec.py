@@ -220,11 +220,6 @@ class Study(_Strict):
         """The MLflow experiment a sweep of `grid` goes to (`--experiment` aside)."""
         return self.grids[grid].experiment or self.experiment_name
 
-    def sweep_name(self, grid: str) -> str:
-        """The sweep's MLflow run name: `<study>:<grid>`, or `<the grid's experiment>:<grid>` where the
-        grid has its own (a mock sweep is not named after the H200 study that includes it)."""
-        return f"{self.grids[grid].experiment or self.name}:{grid}"
-
 
 class _RefError(ValueError):
     def __init__(self, key: str, reason: str):

@@ -112,7 +112,7 @@ def test_the_sweep_and_its_metadata(store, sweep):
     assert store.latest_sweep() == sweep_id
     info = store.sweep(sweep_id)
     assert (info.sweep_id, info.name, info.study, info.grid, info.status) == (
-        sweep_id, study.sweep_name(GRID), study.name, GRID, "finished")
+        sweep_id, f"{study.name}:{GRID}", study.name, GRID, "finished")
     assert store.sweep(None) == info  # None: the latest (a results file holds one)
     assert store.sweep("0123456789abcdef0123456789abcdef") is None
 
