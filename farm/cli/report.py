@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import click
@@ -71,10 +70,12 @@ def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, 
         rep.local_search = [s.local_search for s in searches if s.local_search is not None]
         rep.memory_fit = [s.memory_fit for s in searches if s.memory_fit is not None]
 
-    with tempfile.TemporaryDirectory() as tmp:
-        rep, why, _ = build_from_records(study, infos[0].grid, records, Path(out) if out else Path(tmp), strategy=strategy,
+    # Files (and matplotlib's import) only where --out asks for them.
+    rep, why, files = build_from_records(study, infos[0].grid, records, Path(out) if out else None, strategy=strategy,
                                          extra=sections, baseline=baseline or local_baseline(study, infos[0].grid))
     if rep is None:  # no trial meeting a capacity SLO has its own exit code (farm sweep's)
         raise (SLONotMet if getattr(why, "exit_code", 1) == SLONotMet.exit_code else UserError)(
             why or "no report", key=f"sweep {' '.join(sweep_ids)}")
     click.echo(render(rep, fmt), nl=False)
+    if files:  # on stderr: stdout stays the report alone (--format json is parsed)
+        click.echo(f"wrote {', '.join(sorted({f.relative_to(out).parts[0] for f in files}))} to {out}", err=True)

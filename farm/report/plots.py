@@ -75,11 +75,31 @@ def plot_throughput(report: Report, path: Path) -> Path:
         ax.set_xlabel("total token throughput (tok/s)", fontsize=8)
         ax.tick_params(labelsize=8)
         ax.margins(x=0.15)
-    conf = _conf(report.selection.alpha)
-    fig.suptitle(f"Total token throughput per profile and trial, mean and {conf} interval over the repeats "
-                 "(green: recommended, blue: baseline, hatched: not eligible)", fontsize=9)
+    fig.suptitle(throughput_title(report), fontsize=9)
     fig.savefig(path, dpi=110)
     return path
+
+
+def _has_intervals(report: Report) -> bool:
+    return any(st is not None and st.ci_low is not None
+               for t in report.selection.trials for st in (t.stats.get("total_tps"), t.stats.get("tpot_mean_ms")))
+
+
+def throughput_title(report: Report) -> str:
+    """The throughput plot's title: it names an interval and a colour only where the plot draws
+    them (single runs have no interval; a sweep without a baseline has no blue bar)."""
+    what = (f"mean and {_conf(report.selection.alpha)} interval over the repeats" if _has_intervals(report)
+            else "one run each, no interval")
+    keys = ["green: recommended"] + (["blue: baseline"] if report.selection.baseline else [])
+    if any(not t.eligible for t in report.selection.trials):
+        keys.append("hatched: not eligible")
+    return f"Total token throughput per profile and trial, {what} ({', '.join(keys)})"
+
+
+def tpot_title(report: Report) -> str:
+    intervals = ", with intervals" if _has_intervals(report) else ", one run each"
+    return (f"Throughput against mean TPOT{intervals} (up and left is better; x: not eligible; "
+            "orange: the Pareto front of eligible trials)")
 
 
 def plot_tps_vs_tpot(report: Report, path: Path) -> Path:
@@ -111,8 +131,7 @@ def plot_tps_vs_tpot(report: Report, path: Path) -> Path:
         ax.set_ylabel("total tok/s", fontsize=8)
         ax.tick_params(labelsize=8)
         ax.margins(0.2)
-    fig.suptitle("Throughput against mean TPOT, with intervals (up and left is better; x: not eligible; "
-                 "orange: the Pareto front of eligible trials)", fontsize=9)
+    fig.suptitle(tpot_title(report), fontsize=9)
     fig.savefig(path, dpi=110)
     return path
 

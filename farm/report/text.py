@@ -16,6 +16,7 @@ from farm.analysis.select import (
     STAT_METRICS,
     pct_text,
 )
+from farm.engines import ENGINES
 from farm.errors import UserError
 from farm.report.capacity_text import capacity_line, capacity_section, ranking_of
 from farm.report.checks import _fmt_pct, interval_text
@@ -93,8 +94,15 @@ def pretty_command(command: str) -> str:
     except ValueError:
         return command
     head = [a for a in args[: next((i for i, a in enumerate(args) if a.startswith("--")), len(args))]]
-    flags = args[len(head):]
-    return " \\\n    ".join([shlex.join(head)] + [shlex.quote(f) for f in flags])
+    # A flag and the values that follow it share a line (`--model-path Qwen/Qwen3`, SGLang's form):
+    # a line per token broke every value from its flag.
+    lines: list[list[str]] = []
+    for arg in args[len(head):]:
+        if arg.startswith("-") or not lines:
+            lines.append([arg])
+        else:
+            lines[-1].append(arg)
+    return " \\\n    ".join([shlex.join(head)] + [shlex.join(line) for line in lines])
 
 
 def _conclusion(doc: _Doc, report: Report) -> None:
@@ -400,11 +408,13 @@ def _provenance(doc: _Doc, report: Report) -> None:
     if not firsts:
         return
     doc.h("Provenance")
-    seen = lambda attr: sorted({str(getattr(r.provenance, attr)) for r in firsts.values()  # noqa: E731
-                                if getattr(r.provenance, attr) is not None})
+    seen = lambda attr, recs=firsts.values(): sorted({str(getattr(r.provenance, attr)) for r in recs  # noqa: E731
+                                                      if getattr(r.provenance, attr) is not None})
+    # An engine that loads no weights (the mock) has none to call real.
+    weighed = [r for r in firsts.values() if r.engine not in ENGINES or ENGINES[r.engine].loads_weights]
     facts = [f"{label}: {', '.join(values)}" for label, values in
              (("Engine versions", seen("engine_version")), ("Client", seen("client_version")), ("GPU", seen("gpu")),
-              ("Weights", seen("weights"))) if values]
+              ("Weights", seen("weights", weighed))) if values]
     if any(r.dummy_weights for r in firsts.values()):
         facts.append("Dummy weights: the real architecture with random weights. Throughput and latency are the "
                      "architecture's; output text, and anything that depends on it (speculative decoding's accepted "

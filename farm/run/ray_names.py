@@ -27,10 +27,10 @@ def _pairs(values: dict) -> str:
 
 
 def actor_name(sweep_id: str, trial: Trial, attempt: int, secret_flags: Iterable[str] | None = None) -> str:
-    """Readable in the Ray dashboard: engine, short id, what differs (the trial's name, its
-    engine-neutral knobs, else its flags, secret values masked), sweep, attempt:
-    `vllm:621b7455:quantization=none,prefix_caching=False,kv_cache_dtype=fp8:1a2b3c4d:a1`."""
+    """Readable in the Ray dashboard: engine, short id, what differs (the trial's name as MLflow
+    and the report show it, farm/study/names.py; without one its engine-neutral knobs, else its
+    flags, secret values masked), sweep, attempt: `mock:dd59a71a:ttft-ms=50 itl-ms=10:1a2b3c4d:a1`."""
     secret = get_engine(trial.engine).secret_flag_names if secret_flags is None else secret_flags
     differs = _pairs(trial.knobs) if trial.knobs else _pairs(redact_flags(trial.flags, secret))
-    label = f"{trial.name}({differs})" if trial.name and differs else trial.name or differs or "default"
+    label = trial.name or differs or "default"
     return f"{trial.engine}:{trial.id.split('-')[-1]}:{label[:LABEL_MAX_CHARS]}:{sweep_id[:8]}:a{attempt}"

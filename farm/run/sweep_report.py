@@ -88,18 +88,23 @@ def _search_notes(report: Report, study: Study, grid: str | None, results: list[
                                       labels={t.id: t.label for t in trials})]
 
 
-def build_from_records(study: Study, grid: str | None, records: Results, outdir: Path,
+def build_from_records(study: Study, grid: str | None, records: Results, outdir: Path | None,
                        strategy: str = "best", extra=None, baseline: str | None = None
                        ) -> tuple[Report | None, str | None, list[Path]]:
-    """`build` over records already read from a store (`farm.store.base.SweepStore.records`)."""
-    outdir.mkdir(parents=True, exist_ok=True)
-    files = [write_results_file(records, outdir / schema.REPORT_RESULTS)]
+    """`build` over records already read from a store (`farm.store.base.SweepStore.records`).
+    `outdir` None: the report alone, no files (`farm report` without --out skips matplotlib)."""
+    files = []
+    if outdir is not None:
+        outdir.mkdir(parents=True, exist_ok=True)
+        files.append(write_results_file(records, outdir / schema.REPORT_RESULTS))
     try:
         report = report_for(records, study, strategy=strategy, grid=grid, baseline=baseline)
     except UserError as exc:  # e.g. no eligible trial: the sweep still has its results
         return None, _why(exc), files
     if extra is not None:
         extra(report)
+    if outdir is None:
+        return report, None, files
     (outdir / schema.REPORT_MARKDOWN).write_text(render(report, "markdown"))
     files.append(outdir / schema.REPORT_MARKDOWN)
     (outdir / schema.REPORT_RECOMMENDATION).write_text(report.selection.recommended.command + "\n")

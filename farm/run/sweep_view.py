@@ -33,6 +33,16 @@ def _flags_text(trial: Trial) -> str:
     return " ".join(render_flags(flags)) or "(engine defaults)"
 
 
+def missing_model_notes(trials: list[Trial]) -> list[str]:
+    """A line for each local model directory the commands name that this machine does not have
+    (a fresh clone has no `.models/`): the commands are printed all the same, as they would run
+    where it exists, but not without a word."""
+    local = sorted({t.model for t in trials if t.model.startswith(("/", "~"))})
+    return [f"note: model directory {path} does not exist here: the commands below name it; make it first "
+            f"(the study file says how) or run the sweep where it exists"
+            for path in local if not Path(path).expanduser().exists()]
+
+
 def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "normal",
                   measured: MeasuredDurations | None = None, durations_note: str | None = None,
                   start: str | None = None) -> None:
@@ -70,6 +80,8 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "nor
     print("cost of each grid" + (":" if measured else " at the seed's measured durations:"))
     for cost in grid_costs(study, {grid: trials}, measured).values():
         print(f"  {cost.line()}")
+    for line in missing_model_notes(trials):
+        print(line)
     from farm.analysis.memory_fit import NoPrediction
     from farm.run.memory import fit_line, predictions
 
@@ -358,7 +370,7 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
                 transient=True) if terminal.live() else nullcontext()
     try:
         with live:
-            outcome = driver.run_sweep(study, grid, trials, tracking_uri=uri, experiment=experiment or study.experiment_name,
+            outcome = driver.run_sweep(study, grid, trials, tracking_uri=uri, experiment=experiment or study.grid_experiment(grid),
                                        address=address, resume=resume, repeats=repeats, workdir=workdir, command=command,
                                        on_event=on_event, on_sweep=on_sweep, on_pass=on_pass, on_ray=on_ray,
                                        on_schedule=on_schedule,

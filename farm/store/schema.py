@@ -15,6 +15,11 @@ from __future__ import annotations
 # tags
 
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own: what makes a run a child in its UI
+# MLflow's own, on the experiment: MLflow 3 opens an experiment without it on its GenAI overview
+# (traces, "No data available"); the classic-ML kind opens it on its runs (mlflow/server/js:
+# ExperimentKind.CUSTOM_MODEL_DEVELOPMENT). Set when farm creates the experiment, or where none is set.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND_RUNS = "custom_model_development"
 KIND_TAG = "farm.kind"  # KIND_SWEEP on a parent run, KIND_TRIAL on a child run
 KIND_SWEEP = "sweep"
 KIND_TRIAL = "trial"

@@ -50,9 +50,15 @@ def client(uri: str) -> MlflowClient:
 
 
 def experiment_id(uri: str, name: str) -> str:
+    """The experiment's id, created where missing; MLflow is told it holds runs, not GenAI traces
+    (`EXPERIMENT_KIND_TAG`), unless someone already chose its kind."""
     c = client(uri)
     exp = c.get_experiment_by_name(name)
-    return exp.experiment_id if exp else c.create_experiment(name)
+    if exp is None:
+        return c.create_experiment(name, tags={S.EXPERIMENT_KIND_TAG: S.EXPERIMENT_KIND_RUNS})
+    if S.EXPERIMENT_KIND_TAG not in exp.tags:  # created by an earlier farm, or by hand
+        c.set_experiment_tag(exp.experiment_id, S.EXPERIMENT_KIND_TAG, S.EXPERIMENT_KIND_RUNS)
+    return exp.experiment_id
 
 
 def start_sweep(uri: str, experiment: str, study: Study, grid: str, trials: list[Trial], *,

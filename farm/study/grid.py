@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from farm.engines import get_engine
 from farm.errors import SpecError
 from farm.study.knobs import KNOBS, KnobError, describe, parse_knob
+from farm.study.names import readable_names
 from farm.study.repeats import first_pass_repeats
 from farm.study.sections import flag_identity
 from farm.study.spec import GridBlock, Study, check_grid_name
@@ -113,6 +114,7 @@ def expand(study: Study, grid: str) -> list[Trial]:
     spec = study.grids[grid]
     profiles = study.grid_profiles(grid)
     trials: list[Trial] = []
+    settings: list[dict[str, Any]] = []  # what each trial was built from, as the study wrote it (its name)
     seen: dict[str, str] = {}
     for b, block in enumerate(spec.blocks):
         where = f"grids.{grid}.blocks[{b}]"
@@ -151,6 +153,7 @@ def expand(study: Study, grid: str) -> list[Trial]:
                 if tid in seen:
                     continue
                 seen[tid] = block.name or tid
+                settings.append({"engine": block.engine, "model": block_model, **combo_flags, **knobs})
                 trials.append(
                     Trial(
                         id=tid,
@@ -173,6 +176,9 @@ def expand(study: Study, grid: str) -> list[Trial]:
     if not trials:
         raise SpecError("the grid expands to no trials (every combination excluded or skipped)", file=study.source,
                         key=f"grids.{grid}")
+    # Unnamed trials are named by what sets them apart (farm/study/names.py); the id stays the hash.
+    named = readable_names(settings, [t.name for t in trials])
+    trials = [t if t.name == n else t.model_copy(update={"name": n}) for t, n in zip(trials, named)]
     names = {t.name for t in trials if t.name}
     for t in trials:
         if t.after and t.after not in names:

@@ -110,3 +110,6 @@ class GridSpec(_Strict):
     blocks: list[GridBlock] = Field(min_length=1)
     ordered: bool = Field(default=False, description="The blocks are the ordered steps of a stepwise study.")
     max_concurrent_trials: int | None = Field(default=None, gt=0)
+    experiment: str | None = Field(default=None, description=(
+        "MLflow experiment of this grid's sweeps, where not the study's: "
+        "the smoke grids run the mock engine, not the model the study is named after."))

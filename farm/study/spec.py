@@ -220,6 +220,10 @@ class Study(_Strict):
     def experiment_name(self) -> str:
         return self.experiment or self.name
 
+    def grid_experiment(self, grid: str) -> str:
+        """The MLflow experiment a sweep of `grid` goes to (`--experiment` aside)."""
+        return self.grids[grid].experiment or self.experiment_name
+
 
 def _check_exclude_rules(block: GridBlock, where: str) -> None:
     """Each exclude rule can match a trial of its block: it names only the block's axes, knobs

@@ -25,7 +25,9 @@ class Trial(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(description="Stable id: the same engine, model and flags always give the same id.")
-    name: str | None = Field(default=None, description="Name given in the grid (seed steps), if any.")
+    name: str | None = Field(default=None, description=(
+        "Name given in the grid (seed steps), or what sets the trial apart from the grid's other trials "
+        "(`ttft-ms=50 itl-ms=10`, farm/study/names.py); shown where a user reads trials, never its identity."))
     engine: str
     model_key: str = Field(description="Key of the model in the study.")
     model: str = Field(description="Model id or path passed to the engine.")

@@ -2,7 +2,7 @@
 farm's admission gate, a temporary SQLite MLflow).
 
 The default study's `smoke_capacity` grid: two mock configurations that serve 1 and 3 requests at
-once (the rest queue), searched over concurrency 1, 2, 4 then bisection under a 400 ms P95
+once (the rest queue), searched over concurrency 1, 2, 4 then bisection under a 450 ms P95
 TTFT. Past its admission limit a trial's queued requests wait one service time (about 0.36 s), so
 each trial's capacity is its admission limit. Then a study whose SLO no trial meets at its lowest
 load: the sweep says so in one line and exits 3.

@@ -156,9 +156,10 @@ def test_the_sweep_runs_page_in_a_browser_shows_the_command_and_metrics(swept, m
             page.screenshot(path=str(shots / "mlflow-sweep-run.png"), full_page=True)
             assert rec["command"] in text.replace("\n", " ") or rec["command"] in text
             assert "recommended/smoke_chat/total_tps" in text
-            # the experiment's runs: each sweep with its trials under it
+            # the experiment as a user arrives on it (no tab chosen): MLflow opens it on its runs,
+            # each sweep with its trials under it, not on the GenAI overview (mlflow.experimentKind)
             page.set_viewport_size({"width": 1600, "height": 700})
-            page.goto(f"{mlflow_ui}/#/experiments/{run.info.experiment_id}/runs", timeout=120_000)
+            page.goto(f"{mlflow_ui}/#/experiments/{run.info.experiment_id}", timeout=120_000)
             page.get_by_text("matching runs").first.wait_for(timeout=120_000)
             _close_assistant(page)
             name = page.get_by_text(run.info.run_name, exact=True).first

@@ -50,7 +50,7 @@ def test_every_trial_is_a_child_run_with_params_metrics_and_artifacts(smoke):
     proc, uri, _ = smoke
     assert proc.returncode == 0
     client = MlflowClient(uri)
-    exp = client.get_experiment_by_name("qwen3.5-35b-a3b")
+    exp = client.get_experiment_by_name("farm-demo")  # the smoke grid's own experiment
     parents = client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'sweep'")
     assert len(parents) == 1
     sweep = parents[0]
@@ -88,7 +88,7 @@ def test_no_engine_outlives_the_sweep(smoke):
     results = list((tmp / "runs").glob("*/*/attempt-*/engine.log"))
     assert len(results) == 4
     client = MlflowClient(uri)
-    exp = client.get_experiment_by_name("qwen3.5-35b-a3b")
+    exp = client.get_experiment_by_name("farm-demo")  # the smoke grid's own experiment
     pids = []
     for child in client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'trial'"):
         path = client.download_artifacts(child.info.run_id, "result.json", str(tmp))

@@ -7,7 +7,6 @@ from typing import Literal
 
 import numpy as np
 from pydantic import Field
-from scipy import stats as _st
 
 from farm.analysis.stats.summary import Samples, _check_confidence, _clean, _Model
 
@@ -102,6 +101,10 @@ def relative_difference(
                     cannot_tell=False,
                     note="every repeat identical on both sides but the constants differ: "
                     "an exact difference for these runs (zero noise observed)")
+
+    # scipy.stats takes seconds to import: only a comparison of repeated runs pays for it (a
+    # `farm report` of single runs does not).
+    from scipy import stats as _st
 
     # From the summary statistics: scipy's raw-sample version warns on a constant side, which is a
     # legitimate case here (one side with zero variance).

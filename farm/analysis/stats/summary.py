@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy import stats as _st
 
 Samples = Sequence[float] | np.ndarray
 
@@ -68,6 +67,8 @@ def summarize(samples: Samples, *, confidence: float = 0.95) -> Summary:
                        ci_low=None, ci_high=None, has_interval=False)
     std = float(x.std(ddof=1))
     sem = std / math.sqrt(n)
+    from scipy import stats as _st  # seconds to import: only an interval over repeats pays for it
+
     half = float(_st.t.ppf(0.5 + confidence / 2, df=n - 1)) * sem
     return Summary(n=n, n_dropped=dropped, mean=mean, std=std, sem=sem, confidence=confidence,
                    ci_low=mean - half, ci_high=mean + half, has_interval=True)

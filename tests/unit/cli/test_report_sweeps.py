@@ -116,7 +116,8 @@ def test_the_results_file_of_both_sweeps_reads_back_the_same(store):
     assert data["sweeps"] == [store["seed"], store["sglang"]] and data["sweep_id"] == store["seed"]
     again = _farm("analyze", "--results", str(out / "results.json"), "--config", str(CONFIG), "--format", "json")
     assert again.exit_code == 0, again.output
-    assert json.loads(again.output)["engine_matchups"] == json.loads(res.output)["engine_matchups"]
+    # stdout alone: --out says what it wrote on stderr
+    assert json.loads(again.output)["engine_matchups"] == json.loads(res.stdout)["engine_matchups"]
 
 
 def test_one_sweep_alone_has_no_engine_matchups(store):

@@ -66,12 +66,14 @@ def test_actor_names_tell_trials_apart_by_engine_and_knobs(study):
     trials = expand(study, "full")
     names = [actor_name("0123456789abcdef", t, 1) for t in trials]
     assert len(set(names)) == len(names)
-    with_knobs = next(t for t in trials if t.knobs and not t.name)
+    with_knobs = next(t for t in trials if t.knobs)
     name = actor_name("0123456789abcdef", with_knobs, 2)
     engine, short, label, sweep, attempt = name.split(":")
     assert engine == with_knobs.engine and short == with_knobs.id.split("-")[-1]
-    first = next(iter(with_knobs.knobs))
-    assert label.startswith(f"{first}=") and sweep == "01234567" and attempt == "a2"
+    assert label == with_knobs.name[:160] and sweep == "01234567" and attempt == "a2"  # the name MLflow shows
+    unnamed = with_knobs.model_copy(update={"name": None})  # a trial stored before names: its knobs
+    first = next(iter(unnamed.knobs))
+    assert actor_name("0123456789abcdef", unnamed, 1).split(":")[2].startswith(f"{first}=")
 
 
 def test_actor_names_mask_secret_flags(study):

@@ -56,3 +56,10 @@ def test_default_study_grids():
     full = expand(study, "full")
     assert {t.engine for t in full} == {"vllm", "sglang"}
     assert {t.model for t in full} == {"Qwen/Qwen3.5-35B-A3B", "Qwen/Qwen3.5-35B-A3B-FP8"}
+
+
+def test_the_mock_grids_are_not_named_after_the_h200_study_that_includes_them():
+    study = load_study()
+    for grid in ("smoke", "smoke_capacity"):
+        assert study.grid_experiment(grid) == "farm-demo"
+    assert study.grid_experiment("seed") == "qwen3.5-35b-a3b"

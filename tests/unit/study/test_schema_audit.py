@@ -34,7 +34,8 @@ SCHEMA_FILES = {REPO / "farm" / "study" / f"{m.__name__.rsplit('.', 1)[1]}.py" f
 
 # Fields spec.py itself reads, in an accessor of its own that the rest of farm calls.
 READ_THROUGH = {
-    "Study.experiment": "experiment_name",          # `experiment or name`, the MLflow experiment
+    "Study.experiment": "grid_experiment",          # the grid's, else `experiment or name`: the MLflow experiment
+    "GridSpec.experiment": "grid_experiment",       # ... where the grid names its own
     "GridBlock.skip_unsupported": "skips",          # grid.py asks block.skips(knob, engine)
     "EngineSpec.skip_unsupported": "skips",         # ... which also reads the engine's
     # a synthetic profile's length spread, handed to guidellm as one mapping (bench_client.py)
