@@ -58,3 +58,16 @@ def refused(tmp: Path, args: list[str], files: dict[str, str | bytes] | None = N
     ray = sys.modules.get("ray")
     assert ray is None or not ray.is_initialized(), "Ray was started"
     return lines[0].removeprefix("error: ")
+
+
+def mock_study(name: str) -> str:
+    """The smallest valid study (one mock trial `g`, one profile `p`): the ground a refusal test
+    changes one option, variable or value of."""
+    return f"""\
+name: {name}
+primary_profile: p
+models: {{tiny: {{name: farm-tiny, tokenizer: "farm:tiny"}}}}
+engines: {{mock: {{}}}}
+profiles: {{p: {{data: {{kind: synthetic, prompt_tokens: 8, output_tokens: 4}}, requests: 4}}}}
+grids: {{g: {{blocks: [{{engine: mock, models: [tiny]}}]}}}}
+"""

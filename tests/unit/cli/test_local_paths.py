@@ -8,16 +8,9 @@ import os
 
 import pytest
 
-from refusals import refused
+from refusals import mock_study, refused
 
-STUDY = """\
-name: paths
-primary_profile: p
-models: {tiny: {name: farm-tiny, tokenizer: "farm:tiny"}}
-engines: {mock: {}}
-profiles: {p: {data: {kind: synthetic, prompt_tokens: 8, output_tokens: 4}, requests: 4}}
-grids: {g: {blocks: [{engine: mock, models: [tiny]}]}}
-"""
+STUDY = mock_study("paths")
 SWEEP = ["sweep", "--config", "s.yaml", "--grid", "g"]
 FILES = {"s.yaml": STUDY, "notes.txt": "a file", "r.json": '{"profiles": {}, "runs": []}'}
 

@@ -7,16 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from refusals import refused
+from refusals import mock_study, refused
 
-STUDY = """\
-name: lines
-primary_profile: p
-models: {tiny: {name: farm-tiny, tokenizer: "farm:tiny"}}
-engines: {mock: {}}
-profiles: {p: {data: {kind: synthetic, prompt_tokens: 8, output_tokens: 4}, requests: 4}}
-grids: {g: {blocks: [{engine: mock, models: [tiny]}]}}
-"""
+STUDY = mock_study("lines")
 DRY = ["sweep", "--config", "s.yaml", "--grid", "g", "--dry-run"]
 
 OPTIONS = [
