@@ -9,4 +9,10 @@ MLFLOW_UI_DEFAULT = "http://127.0.0.1:5000"
 def mlflow_run_link(uri: str, experiment_id: str, run_id: str) -> str:
     """Where the sweep's run opens in the MLflow UI (a local store: under `mlflow ui`'s default address)."""
     base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else MLFLOW_UI_DEFAULT
-    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
+    # MLflow 3's UI shows an experiment as GenAI (traces) or model training (runs) by this parameter,
+    # else by the browser's last choice, GenAI at first: its experiment-kind tag does not decide it
+    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}?{ML_VIEW}"
+
+
+# The model-training view of MLflow 3's UI: an experiment opens on its runs.
+ML_VIEW = "workflowType=machine_learning"

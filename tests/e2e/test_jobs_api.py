@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from raynodes import free_ports, start_node, stop_group
+from farm.run.links import mlflow_run_link
 from farm.study.load import load_study
 from sweeptools import isolated_env, route_study, start_farm_server, stored_results
 
@@ -124,7 +125,7 @@ def test_the_jobs_metadata_names_its_sweep_and_mlflow_run(submitted, cluster, ml
     assert info["metadata"] == {
         schema.GRID_TAG: "two", schema.STUDY_TAG: study["name"],
         schema.TRACKING_URI_JOB_KEY: mlflow_server["uri"], schema.SWEEP_TAG: sweep.info.run_id,
-        schema.MLFLOW_RUN_JOB_KEY: f"{mlflow_server['uri']}/#/experiments/{exp.experiment_id}/runs/{sweep.info.run_id}"}
+        schema.MLFLOW_RUN_JOB_KEY: mlflow_run_link(mlflow_server["uri"], exp.experiment_id, sweep.info.run_id)}
     assert "metadata does not name the sweep" not in submitted.stdout  # no warning in the job's log
 
 

@@ -18,6 +18,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import resume_smoke
+from farm.run.links import ML_VIEW, mlflow_run_link
 from sweeptools import child_runs
 
 pytestmark = pytest.mark.slow
@@ -135,7 +136,7 @@ def test_the_sweep_runs_page_in_a_browser_shows_the_command_and_metrics(swept, m
 
     run = _sweep_run(swept)
     rec = swept["summary"]["recommended"]
-    url = f"{mlflow_ui}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+    url = mlflow_run_link(mlflow_ui, run.info.experiment_id, run.info.run_id)  # the link farm prints
     shots = Path(os.environ.get("FARM_SCREENSHOTS") or swept["tmp"])
     shots.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
@@ -156,10 +157,10 @@ def test_the_sweep_runs_page_in_a_browser_shows_the_command_and_metrics(swept, m
             page.screenshot(path=str(shots / "mlflow-sweep-run.png"), full_page=True)
             assert rec["command"] in text.replace("\n", " ") or rec["command"] in text
             assert "recommended/smoke_chat/total_tps" in text
-            # the experiment as a user arrives on it (no tab chosen): MLflow opens it on its runs,
-            # each sweep with its trials under it, not on the GenAI overview (mlflow.experimentKind)
+            # the experiment as a user arrives on it from farm's link (no tab chosen): MLflow opens it
+            # on its runs, each sweep with its trials under it, not on the GenAI overview
             page.set_viewport_size({"width": 1600, "height": 700})
-            page.goto(f"{mlflow_ui}/#/experiments/{run.info.experiment_id}", timeout=120_000)
+            page.goto(f"{mlflow_ui}/#/experiments/{run.info.experiment_id}?{ML_VIEW}", timeout=120_000)
             page.get_by_text("matching runs").first.wait_for(timeout=120_000)
             _close_assistant(page)
             name = page.get_by_text(run.info.run_name, exact=True).first

@@ -61,7 +61,8 @@ def sweep(tmp_path_factory):
     for run in client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'trial'"):
         path = client.download_artifacts(run.info.run_id, "result.json", str(tmp))
         result = json.loads(open(path).read())
-        results[result["trial"]["name"] or json.dumps(result["trial"]["flags"], sort_keys=True)] = result
+        # by what the trial is (its flags): its readable name is farm's to choose (`max-num-seqs=1`)
+        results[json.dumps(result["trial"]["flags"], sort_keys=True)] = result
     proc.tracking_uri = uri  # for the capacity test's look at the sweep's report
     return proc, results
 
