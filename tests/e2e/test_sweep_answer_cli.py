@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -48,7 +49,9 @@ def test_json_is_the_whole_stdout_and_names_the_recommended_command(swept, study
     assert summary["failures"] == []
     assert set(summary["profiles"]) == set(PROFILES)
     assert all(summary["profiles"][p]["recommended"]["total_tps"] > 0 for p in PROFILES)
-    assert summary["mlflow_run"].endswith(f"/runs/{summary['sweep_id']}")
+    # the link opens the sweep's run in MLflow's runs view (not the GenAI overview)
+    link = urlsplit(summary["mlflow_run"])
+    assert link.fragment.endswith(f"/runs/{summary['sweep_id']}?{ML_VIEW}")
     # the person's lines went to stderr: the dashboard link with how to open it, the recommendation
     err = swept["proc"].stderr
     assert "Ray dashboard: http://" in err and "recommended:" in err
