@@ -12,6 +12,7 @@ changed something; the others must equal one trial's, or the command is refused 
 from __future__ import annotations
 
 import shlex
+from pathlib import PurePosixPath
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +25,9 @@ from farm.study.trial import Trial, model_identity, trial_id
 
 
 def _rendered(flags: dict[str, Any]) -> dict[str, str]:
-    return {name: " ".join(render_flag(name, value)) for name, value in flags.items()}
+    # A flag that renders nothing (an axis value null or false: the engine's default) is not on the
+    # command line, so a command without it is that trial.
+    return {name: " ".join(shown) for name, value in flags.items() if (shown := render_flag(name, value))}
 
 
 def start_of(study: Study, grid: str, trials: list[Trial], given: str, *, key: str = "--from") -> tuple[list[Trial], str]:
@@ -65,7 +68,8 @@ def _match(study: Study, grid: str, trials: list[Trial], engine_name: str, model
     mine = [t for t in trials if t.engine == engine_name and not t.node_control_of]
     models = {t.model for t in mine}
     wanted = next((m for m in models if m == model), None) or next(
-        (m for m in models if model_identity(m) == model_identity(model)), None)
+        (m for m in models if model_identity(m) == model_identity(model)), None) or next(
+        (m for m in models if _relative_to(m, model)), None)
     if wanted is None:
         raise UserError(f"the command serves {model!r}; grid '{grid}' serves {', '.join(sorted(models))} with "
                         f"{engine_name}", key=key)
@@ -83,6 +87,19 @@ def _match(study: Study, grid: str, trials: list[Trial], engine_name: str, model
     near = min(mine, key=lambda t: len(apart(t)))
     raise UserError(f"the command matches no trial of grid '{grid}' in the flags the grid varies: the nearest, "
                     f"{near.label}, differs in {', '.join(apart(near))} (flags no trial sets stay as given)", key=key)
+
+
+def _relative_to(local: str, given: str) -> bool:
+    """Whether `given`, a path as the user typed it in their shell (`.models/tiny`, `./m`), can be
+    the grid's local model `local` (an absolute path: the study resolves its own against the study
+    file). Compared by the trailing parts, as far as the given path names them: the command is read
+    without the shell's working directory, and a hub id (`org/name`) never names an absolute path."""
+    if model_identity(local) == local or model_identity(given) != given:
+        return False  # the grid's model is a hub id, or the given one is absolute (compared above)
+    parts = [p for p in PurePosixPath(given).parts if p != "."]
+    if ".." in parts:  # above the shell's directory: what follows the last `..` is still named
+        parts = parts[len(parts) - parts[::-1].index("..") :]
+    return bool(parts) and PurePosixPath(local).parts[-len(parts) :] == tuple(parts)
 
 
 def _with_extra(trials: Sequence[Trial], extra: dict[str, Any], engine_name: str) -> list[Trial]:

@@ -105,3 +105,24 @@ def test_from_the_seeds_command_the_h200_search_races_one_knob_at_a_time():
     assert axes == sorted(["--performance-mode", "knob:quantization", "knob:prefix_caching", "knob:kv_cache_dtype",
                            "knob:kv_offload", "knob:gpu_memory_fraction", "knob:cuda_graph", "knob:cuda_graph",
                            "knob:max_batched_tokens", "knob:max_running_requests"])
+
+
+@pytest.mark.parametrize("typed", [".models/tiny-qwen3-moe", "./.models/tiny-qwen3-moe", "../main/.models/tiny-qwen3-moe",
+                                   "tiny-qwen3-moe"])
+def test_a_local_model_typed_as_the_shell_sees_it_is_the_grids_model(typed):
+    # the user's command as they run it from the repository: the study resolved the same
+    # directory against its own file (an absolute path)
+    study = load_study(REPO / "configs/tiny-vllm-cpu.yaml")
+    trials = expand(study, "cpu")
+    out, start = start_of(study, "cpu", trials, f"vllm serve {typed} --max-model-len 2048 --dtype bfloat16 "
+                                                "--max-num-seqs 4 --no-enable-prefix-caching")
+    t = next(t for t in out if t.id == start)
+    assert t.model.endswith("/.models/tiny-qwen3-moe") and t.flags["max-num-seqs"] == 4
+
+
+@pytest.mark.parametrize("typed", ["other/tiny-qwen3-moe", ".models/tiny-qwen3", "Qwen/Qwen3-0.6B"])
+def test_another_directory_or_a_hub_id_is_not_the_grids_local_model(typed):
+    study = load_study(REPO / "configs/tiny-vllm-cpu.yaml")
+    with pytest.raises(UserError, match="the command serves"):
+        start_of(study, "cpu", expand(study, "cpu"), f"vllm serve {typed} --max-model-len 2048 --dtype bfloat16 "
+                                                     "--max-num-seqs 4 --no-enable-prefix-caching")
