@@ -13,6 +13,14 @@
 #   FARM_H200_GRID=full FARM_H200_FROM="$(cat bench/h200/engine-logs/vllm-0.20.2-fp8-prefix-throughput-dummy-pass2-fresh-machine-start.command.txt)" \
 #     FARM_H200_SWEEP_ARGS="--budget 1" bash scripts/h200/device.sh run SECONDS   # a local search from the seed's command
 #
+#   bash scripts/h200/device.sh packs-out [FIRST]  # the machine's compile-cache packs, 3 parts of 16 MiB a call
+#                                                # from part FIRST (default 0): scripts/h200/packs.sh collects them
+#
+# Compile caches travel like the bundles: `packs-out` cuts $B/packs (every sweep's --compile-cache)
+# into parts that come back under $OUT; scripts/h200/packs.sh checks them into .h200/packs/; `stage`
+# carries them to the next machine, where `run` puts them together (every part's sha256 checked)
+# into $B/packs before the sweep starts, so each group measured before starts warm there.
+#
 # FARM_H200_FIRST_ONLY=1 runs only the grid's first trials (sweep-job.sh), so a later call can
 # use the GPU for something else without stopping a sweep midway.
 #
@@ -42,7 +50,51 @@ stage() {
   # (farm-node's 50 MiB + the tree fill a call): kept here for `run`.
   [ -d "$REPO/.models" ] && { rm -rf "$B/models"; cp -r "$REPO/.models" "$B/models"; }
   [ -f "$REPO/.h200/store.tgz" ] && cp "$REPO/.h200/store.tgz" "$B/store-carried.tgz"
+  if [ -d "$REPO/.h200/packs" ]; then mkdir -p "$B/packs-in"; cp -n "$REPO/.h200/packs/"* "$B/packs-in/" 2>/dev/null || true; fi
   du -sh "$B"/bundles/* "$B"/models "$B"/store-carried.tgz 2>/dev/null || true
+}
+
+PACK_PART_BYTES=${FARM_H200_PACK_PART_BYTES:-$(( 16 * 1024 * 1024 ))}   # what one file under $OUT may be
+PACK_PARTS_A_CALL=3                        # 48 MiB: beside the store and the logs in one call's 64 MiB
+
+packs_out() {
+  # The packs as one tar (already gzip'd inside: not compressed again), cut into parts; a manifest
+  # names every part with its sha256 and the keys it holds. Made once per machine state: a later
+  # call sends the next parts of the same cut, and a new cut only once the packs have changed.
+  local first=${1:-0} out=${OUT:-$B/out} cut="$B/packs-out"
+  mkdir -p "$out"
+  if ! ls "$B"/packs/*.tgz >/dev/null 2>&1; then echo "packs-out: no pack in $B/packs"; return 0; fi
+  local state; state=$(cd "$B/packs" && ls -l --time-style=+%s -- *.tgz *.json 2>/dev/null | sha256sum | cut -c1-16)
+  if [ ! -f "$cut/state" ] || [ "$(cat "$cut/state")" != "$state" ]; then
+    rm -rf "$cut"; mkdir -p "$cut"
+    (cd "$B/packs" && tar -cf "$cut/packs.tar" -- *.tgz *.json)
+    (cd "$cut" && split -b "$PACK_PART_BYTES" -d -a 3 packs.tar packs.part && rm packs.tar)
+    (cd "$cut" && { echo "# farm compile-cache packs, $(date -u +%FT%TZ): sha256 part; keys below"
+                    sha256sum packs.part*; (cd "$B/packs" && ls -- *.tgz | sed 's/\.tgz$//; s/^/# key /'); } > packs.manifest)
+    echo "$state" > "$cut/state"
+  fi
+  local parts=("$cut"/packs.part*) n=0 i
+  for (( i = first; i < ${#parts[@]} && n < PACK_PARTS_A_CALL; i++, n++ )); do cp "${parts[$i]}" "$out/"; done
+  cp "$cut/packs.manifest" "$out/"
+  echo "packs-out: parts $first-$(( first + n - 1 )) of ${#parts[@]} ($(du -sh "$B/packs" | cut -f1) of packs)" \
+       "$([ $(( first + n )) -lt ${#parts[@]} ] && echo "; next: packs-out $(( first + n ))" || echo "; all sent")"
+}
+
+packs_in() {
+  # Carried parts put together into $B/packs once all of them arrived and each matches the
+  # manifest; anything short of that is said and left: the sweep then starts cold, never fails.
+  local in="$B/packs-in"
+  [ -f "$in/packs.manifest" ] || return 0
+  [ -f "$in/.done" ] && return 0
+  local missing; missing=$(cd "$in" && grep -v '^#' packs.manifest | awk '{print $2}' | while read -r f; do [ -f "$f" ] || echo "$f"; done)
+  if [ -n "$missing" ]; then echo "packs-in: $(echo "$missing" | wc -l) part(s) not carried yet: starting cold"; return 0; fi
+  if ! (cd "$in" && grep -v '^#' packs.manifest | sha256sum --quiet -c -); then
+    echo "packs-in: a carried part does not match its sha256: packs discarded, starting cold"; return 0
+  fi
+  mkdir -p "$B/packs"
+  (cd "$in" && cat $(grep -v '^#' packs.manifest | awk '{print $2}') | tar -xf - -C "$B/packs" --skip-old-files)
+  touch "$in/.done"
+  echo "packs-in: $(grep -c '^# key ' "$in/packs.manifest") pack(s) carried into $B/packs"
 }
 
 bundle_state() {
@@ -151,6 +203,7 @@ run() {
   if [ -f "$B/job.pid" ] && kill -0 "$(cat "$B/job.pid")" 2>/dev/null; then
     echo "sweep already running (pid $(cat "$B/job.pid"))"
   else
+    packs_in   # carried compile caches first: the sweep's first start of each group is warm
     rm -rf "$B/src" && mkdir -p "$B/src" && cp -r "$REPO"/farm "$REPO"/actors "$REPO"/configs "$REPO"/scripts "$B/src/"
     if [ -d "$REPO/.models" ]; then cp -r "$REPO/.models" "$B/src/.models"; else cp -r "$B/models" "$B/src/.models"; fi
     FARM_H200_GRID=$grid setsid nohup bash "$REPO/scripts/h200/sweep-job.sh" "$B" > "$B/sweep.log" 2>&1 < /dev/null &
@@ -177,5 +230,7 @@ case "${1:-}" in
   stage) stage ;;
   run) stage; run "${2:-540}" ;;
   start-only) stage; start_only "${2:?trial name}" ;;
-  *) echo "usage: $0 stage | run [SECONDS] | start-only TRIAL" >&2; exit 2 ;;
+  packs-out) packs_out "${2:-0}" ;;
+  packs-in) stage; packs_in ;;   # what `run` does first; alone for a check
+  *) echo "usage: $0 stage | run [SECONDS] | start-only TRIAL | packs-out [FIRST] | packs-in" >&2; exit 2 ;;
 esac
