@@ -38,11 +38,16 @@ def readable_names(settings: Sequence[Mapping[str, Any]], given: Sequence[str | 
     keys: list[str] = []
     for s in settings:
         keys.extend(k for k in s if k not in keys)
-    varying = [k for k in keys if len({show_value(s[k]) if k in s else None for s in settings}) > 1]
+
+    def shown(s: Mapping[str, Any], k: str) -> str:
+        # an axis value null is the engine's default, as a trial without the setting is: not "None"
+        return DEFAULT if s.get(k) is None else show_value(s[k])
+
+    varying = [k for k in keys if len({shown(s, k) for s in settings}) > 1]
     out: list[str | None] = []
     for s, name in zip(settings, given):
         if name is None and varying:
-            name = " ".join(f"{k}={show_value(s[k]) if k in s else DEFAULT}" for k in varying)
+            name = " ".join(f"{k}={shown(s, k)}" for k in varying)
         out.append(name)
     taken: dict[str, int] = {}
     for name in out:

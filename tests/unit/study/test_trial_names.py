@@ -60,3 +60,14 @@ def test_values_read_as_a_study_writes_them_and_names_stay_unique():
     assert names == ['a=true b={"x":1}', 'a=false b={"x":2}']
     # Two trials whose shown settings collide keep their ids rather than one name for two servers.
     assert readable_names([{"a": 1}, {"a": "1"}, {"a": 2}], [None, None, None]) == [None, None, "a=2"]
+
+
+def test_an_axis_value_null_reads_default_not_pythons_none():
+    # the vLLM CPU study's axes `kv-cache-dtype: [null, fp8]`: null is the engine's default
+    from conftest import REPO
+
+    names = {t.name for t in expand(load_study(REPO / "configs/tiny-vllm-cpu.yaml"), "cpu")}
+    assert "max-num-seqs=4 kv-cache-dtype=default performance-mode=default prefix_caching=true" in names
+    assert not any("None" in n for n in names)
+    # null and an absent setting are the same server setting, so they do not make a name differ
+    assert readable_names([{"a": None, "b": 1}, {"b": 2}], [None, None]) == ["b=1", "b=2"]
