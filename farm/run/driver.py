@@ -274,7 +274,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
               on_event: Callable[[str, TrialJob, TrialResult | None], None] = lambda *a: None,
               on_sweep: Callable[[str], None] = lambda s: None,
               on_pass: Callable[[plan.PassPlan], None] = lambda p: None,
-              on_ray: Callable[[str | None], None] = lambda url: None,
+              on_ray: Callable[[str | None, bool], None] = lambda url, local: None,
               on_schedule: Callable[[str], None] = lambda line: None,
               only: set[str] | None = None, strategy: str = "grid", budget_gpu_hours: float | None = None,
               pruned: dict[str, str] | None = None,
@@ -308,7 +308,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         else:
             ctx = ray.init(address="local", log_to_driver=False)  # never join a cluster `ray start` left running here
             started_ray = True
-        on_ray(getattr(ctx, "dashboard_url", None))  # a Ray Client context may have none
+        on_ray(getattr(ctx, "dashboard_url", None), started_ray)  # a Ray Client context may have none
     sweep_id: str | None = None
     try:
         if not nothing_left:
@@ -323,6 +323,8 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             tracking.drop_unfinished_runs(tracking_uri, sweep_id)
             tracking.reopen_sweep(tracking_uri, sweep_id)
             tracking.keep_reference(tracking_uri, sweep_id, study)
+            tracking.keep_trials_view(tracking_uri, exp_id, sweep_id, study.grid_profiles(grid),
+                                      study.grid_primary_profile(grid))
         else:
             exp_id, sweep_id = tracking.start_sweep(tracking_uri, experiment, study, grid, trials,
                                                     command=command, repeats=repeats)

@@ -122,6 +122,17 @@ def dashboard_link(url: str | None) -> str | None:
     return url if "://" in url else f"http://{url}"
 
 
+def dashboard_line(link: str, *, local: bool, hint: str | None = None) -> str:
+    """The line that gives Ray's dashboard: a Ray that this sweep started (`local`) ends with the
+    sweep, and its dashboard with it; a cluster's stays up."""
+    notes = (["open it while the sweep runs: it closes with the sweep"] if local else []) + ([hint] if hint else [])
+    return f"Ray dashboard: {link}" + (f"  ({'; '.join(notes)})" if notes else "")
+
+
+# The end of a sweep that started its own Ray: the dashboard link printed at its start is dead now.
+DASHBOARD_CLOSED = "the Ray dashboard closed with the sweep's Ray; the results stay in MLflow (above)"
+
+
 def _auth_error(address: str, exc: Exception, token_sent: bool) -> UserError:
     text = str(exc)
     if "Authentication required" in text or not token_sent:

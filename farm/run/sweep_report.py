@@ -14,7 +14,8 @@ from rich.markup import escape
 from rich.rule import Rule
 
 from farm.run import terminal
-from farm.run.links import mlflow_run_link
+from farm.run.jobs import DASHBOARD_CLOSED
+from farm.run.links import mlflow_run_link, mlflow_trials_link
 from farm.run.terminal import console
 from farm.store import schema, tracking
 from farm.errors import SLONotMet, UserError
@@ -177,6 +178,7 @@ def summary_json(study: Study, grid: str, outcome, uri: str, report: Report | No
         "grid": grid,
         "tracking_uri": uri,
         "mlflow_run": mlflow_run_link(uri, outcome.experiment_id, outcome.sweep_id),
+        "mlflow_trials": mlflow_trials_link(uri, outcome.experiment_id, outcome.sweep_id),
         "recommended": None,
         "why_no_recommendation": why,
         "verdict": None,
@@ -216,7 +218,7 @@ def summary_json(study: Study, grid: str, outcome, uri: str, report: Report | No
 
 
 def finish(study: Study, grid: str, outcome, uri: str, pending: list | None = None,
-           resume_line: str | None = None) -> None:
+           resume_line: str | None = None, dashboard_closed: bool = False) -> None:
     """Store the report and the answer in MLflow, then print: checks grouped, where the results
     are, and the recommendation last (`--quiet`: the command and the sweep id; `--json`: the summary)."""
     pending = pending or []
@@ -239,11 +241,15 @@ def finish(study: Study, grid: str, outcome, uri: str, pending: list | None = No
             console.print(f"  {line}", markup=False)
     console.print(f"\nsweep id: {outcome.sweep_id}  (report: farm report {outcome.sweep_id} --tracking-uri {uri})")
     # A tracking server has its own UI; a local store needs `mlflow ui` started over it.
+    trials = mlflow_trials_link(uri, outcome.experiment_id, outcome.sweep_id)
     if uri.startswith(("http://", "https://")):
         console.print(f"results:  {link}", markup=False)
     else:
         console.print(f"results:  mlflow ui --backend-store-uri {uri}", markup=False)
         console.print(f"          then {link}", markup=False)
+    console.print(f"trials:   {trials}  (throughput, TTFT, TPOT; best first)", markup=False)
+    if dashboard_closed:
+        console.print(DASHBOARD_CLOSED, markup=False)
     if pending:
         console.print(f"{len(pending)} trial(s) of the grid not run yet; run them with:")
         if resume_line:

@@ -17,7 +17,7 @@ from farm.engines.base import redact_args, render_flags
 from farm.analysis import capacity
 from farm.analysis.outcome import LOG_EXPLAINS, success_floor, trial_not_measurable
 from farm.run import terminal
-from farm.run.links import mlflow_run_link
+from farm.run.links import mlflow_run_link, mlflow_trials_link
 from farm.run.terminal import console
 from farm.analysis.results import Status, TrialResult
 from farm.secrets import redact_flags
@@ -300,21 +300,21 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
         state["sweep"] = sweep_id
         console.print(f"sweep [bold]{sweep_id}[/] - {state['total']} trial(s) of grid {grid}, {repeats} repeat(s); "
                       f"tracking {uri}")
-        link = mlflow_run_link(uri, tracking.client(uri).get_run(sweep_id).info.experiment_id, sweep_id)
+        exp_id = tracking.client(uri).get_run(sweep_id).info.experiment_id
         local = "" if uri.startswith(("http://", "https://")) else f" (once `mlflow ui --backend-store-uri {uri}` runs)"
-        console.print(f"MLflow run: {link}{local}", markup=False)
+        console.print(f"MLflow run: {mlflow_run_link(uri, exp_id, sweep_id)}{local}", markup=False)
+        console.print(f"its trials: {mlflow_trials_link(uri, exp_id, sweep_id)}", markup=False)
 
     def on_schedule(line: str) -> None:
         console.print(line, markup=False)  # where the order of trials comes from (farm/run/estimate.py)
 
-    def on_ray(url: str | None) -> None:
-        from farm.run.jobs import dashboard_link, token_hint
+    def on_ray(url: str | None, local: bool) -> None:
+        from farm.run.jobs import dashboard_line, dashboard_link, token_hint
 
         link = dashboard_link(url)
         if link:
-            hint = token_hint()
-            console.print(f"Ray dashboard: {link}" + (f"  ({hint})" if hint else ""), markup=False)
-            state["dashboard"] = link
+            console.print(dashboard_line(link, local=local, hint=token_hint()), markup=False)
+            state["dashboard_closes"] = local
 
     def on_event(kind: str, job, result) -> None:
         elapsed = time.monotonic() - state["t0"]
@@ -420,7 +420,8 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
                 console.print(line, markup=False)
         study, pending = rung_study(study, study_rungs(study, grid, len(trials) - len(pruned or {}))), []
     finish(study, grid, outcome, uri, pending=pending,
-           resume_line=resume_command(_without_trial_options(command), outcome.sweep_id) if pending else None)
+           resume_line=resume_command(_without_trial_options(command), outcome.sweep_id) if pending else None,
+           dashboard_closed=state.get("dashboard_closes", False))
 
 
 def _print_local_start(study: Study, grid: str, trials: list[Trial], start: str,

@@ -25,7 +25,9 @@ class SweepInfo:
     """A stored sweep's metadata."""
 
     sweep_id: str
-    name: str  # "study:grid" as a sweep names its parent run; a results file: its study or path
+    # "study · grid GRID · START" as a sweep names its parent run ("study:grid" before), a results
+    # file "study · grid GRID" (it holds no start), else its study or path
+    name: str
     study: str | None
     grid: str | None
     status: str  # running, finished, partial, killed, failed ("finished" for a results file)

@@ -14,6 +14,7 @@ from farm.analysis.results import Status
 from farm.analysis.results_file import read_results_file
 from farm.errors import UserError
 from farm.store.base import SweepInfo, TrialEntry
+from farm.store.schema import sweep_name
 
 # A trial that ran ends with the most serious of its runs' statuses, in the order the trial actor
 # ranks them (actors/bench.py); a status no run can have (the engine never started, a bad flag,
@@ -59,7 +60,7 @@ class ResultsFileStore:
         if sweep_id is not None and sweep_id != self._own_id():
             return None
         r = self._load()
-        name = f"{r.study}:{r.grid}" if r.study and r.grid else (r.study or self.where)
+        name = sweep_name(r.study, r.grid) if r.study and r.grid else (r.study or self.where)
         return SweepInfo(sweep_id=self._own_id(), name=name, study=r.study, grid=r.grid, status="finished")
 
     def study(self, sweep_id: str | None = None) -> None:

@@ -11,6 +11,8 @@ Pure: no mlflow import, so the names can be read anywhere.
 
 from __future__ import annotations
 
+import time
+
 # --------------------------------------------------------------------------------------
 # tags
 
@@ -164,6 +166,55 @@ def pass_files_dir(pass_index: int) -> str:
 def trials_of_sweep_filter(sweep_id: str) -> str:
     """MLflow search filter: the child runs of a sweep."""
     return f"tags.`{PARENT_TAG}` = '{sweep_id}'"
+
+
+# --------------------------------------------------------------------------------------
+# names and views a user reads
+
+
+def sweep_name(study: str, grid: str) -> str:
+    return f"{study} · grid {grid}"
+
+
+def sweep_run_name(study: str, grid: str, started: float) -> str:
+    """The sweep's run as the MLflow UI lists it (its id stays the run id): `qwen3 · grid smoke · 2026-12-02 16:05`."""
+    return f"{sweep_name(study, grid)} · {time.strftime('%Y-%m-%d %H:%M', time.localtime(started))}"
+
+
+# MLflow's own experiment tag: a saved view of the experiment's runs table, which the UI opens by
+# `?viewStateShareKey=<key>` (its "Share" button writes the same): the search facets (filter, sort)
+# and the table's state (columns). farm writes one per sweep, keyed by the sweep id, so its link
+# opens on the sweep's trials with their numbers, best first (farm/run/links.py mlflow_trials_link).
+SHARED_VIEW_TAG_PREFIX = "mlflow.sharedViewState."
+TRIALS_VIEW_METRICS = ("total_tps", "ttft_mean_ms", "tpot_mean_ms")  # per profile, the primary first
+TRIALS_VIEW_TAGS = (RECOMMENDED_TAG, VERDICT_TAG, STATUS_TAG)
+TRIALS_VIEW_MAX_PROFILES = 6  # columns enough to read; every metric stays a click away ("Columns")
+
+
+def trials_view_tag(sweep_id: str) -> str:
+    return f"{SHARED_VIEW_TAG_PREFIX}{sweep_id}"
+
+
+def trials_view(sweep_id: str, profiles: list[str], primary: str) -> dict:
+    """The runs table of a sweep's trials as MLflow 3's UI reads a shared view (mlflow/server/js:
+    the search facets `searchFilter`, `orderByKey`, `orderByAsc`, ...; the table's `selectedColumns`,
+    `columnOrder` and `columnWidths`, each column `metrics.`NAME`` or `tags.`NAME``): the sweep's
+    trials, throughput, TTFT and TPOT per profile with the recommendation, verdict and status,
+    sorted by the primary profile's throughput, highest first."""
+    ordered = [primary] + [p for p in profiles if p != primary][:TRIALS_VIEW_MAX_PROFILES - 1]
+    metrics = [[f"metrics.`{metric_name(p, m)}`" for m in TRIALS_VIEW_METRICS] for p in ordered]
+    tags = [f"tags.`{t}`" for t in TRIALS_VIEW_TAGS]
+    # in this order, left to right: the primary profile's numbers, which trial won and why, the rest
+    columns = metrics[0] + tags[:2] + [c for cols in metrics[1:] for c in cols] + tags[2:]
+    widths = {c: TRIALS_VIEW_WIDTHS.get(c.split("`")[1], TRIALS_VIEW_WIDTHS["metric"]) for c in columns}
+    return {"searchFilter": trials_of_sweep_filter(sweep_id),
+            "orderByKey": f"metrics.`{metric_name(primary, 'total_tps')}`", "orderByAsc": False,
+            "startTime": "ALL", "lifecycleFilter": "Active",
+            "selectedColumns": columns, "columnOrder": columns, "columnWidths": widths}
+
+
+# pixels: a metric's header (`profile/total_tps`) readable, a verdict ("recommended (cannot tell)") whole
+TRIALS_VIEW_WIDTHS = {"metric": 175, RECOMMENDED_TAG: 140, VERDICT_TAG: 210, STATUS_TAG: 100}
 
 
 def sweeps_filter() -> str:

@@ -66,7 +66,7 @@ def start_sweep(uri: str, experiment: str, study: Study, grid: str, trials: list
     """Create the parent run; returns (experiment id, sweep id = run id)."""
     c = client(uri)
     exp_id = experiment_id(uri, experiment)
-    run = c.create_run(exp_id, run_name=f"{study.name}:{grid}", tags={
+    run = c.create_run(exp_id, run_name=S.sweep_run_name(study.name, grid, time.time()), tags={
         S.KIND_TAG: S.KIND_SWEEP, S.STUDY_TAG: study.name, S.GRID_TAG: grid, S.STATUS_TAG: S.SWEEP_RUNNING,
     })
     sweep_id = run.info.run_id
@@ -81,7 +81,17 @@ def start_sweep(uri: str, experiment: str, study: Study, grid: str, trials: list
         (Path(tmp) / S.TRIALS_ARTIFACT).write_text(json.dumps([t.model_dump(mode="json") for t in shown], indent=1))
         c.log_artifacts(sweep_id, tmp, S.SWEEP_DIR)
     keep_reference(uri, sweep_id, study)
+    keep_trials_view(uri, exp_id, sweep_id, study.grid_profiles(grid), study.grid_primary_profile(grid))
     return exp_id, sweep_id
+
+
+def keep_trials_view(uri: str, exp_id: str, sweep_id: str, profiles: list[str], primary: str) -> None:
+    """The sweep's trials as the MLflow UI opens them from farm's link (`schema.trials_view`): an
+    experiment tag; a sweep resumed after this was added gets its view then."""
+    c = client(uri)
+    if S.trials_view_tag(sweep_id) not in c.get_experiment(exp_id).tags:
+        c.set_experiment_tag(exp_id, S.trials_view_tag(sweep_id),
+                             json.dumps(S.trials_view(sweep_id, list(profiles), primary), separators=(",", ":")))
 
 
 def keep_reference(uri: str, sweep_id: str, study: Study) -> None:

@@ -1,8 +1,8 @@
 """End to end: `farm sweep --grid smoke --json` through the CLI (local Ray, real guidellm,
 mock-server engines, a temporary SQLite MLflow; the session's one smoke sweep, tests/conftest.py),
 then the same sweep ended again with `--resume` (every trial finished: nothing runs, no Ray
-starts, the end reports again) in the normal and `--quiet` modes, and finally the sweep's run
-opened in `mlflow ui` in headless Chromium.
+starts, the end reports again) in the normal and `--quiet` modes, and finally the sweep's run,
+its experiment and its trials' table (farm's trials link) opened in `mlflow ui` in headless Chromium.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import resume_smoke
-from farm.run.links import ML_VIEW, mlflow_run_link
+from farm.run.jobs import DASHBOARD_CLOSED
+from farm.run.links import ML_VIEW, mlflow_run_link, mlflow_trials_link
 from sweeptools import child_runs
 
 pytestmark = pytest.mark.slow
@@ -52,9 +53,13 @@ def test_json_is_the_whole_stdout_and_names_the_recommended_command(swept, study
     # the link opens the sweep's run in MLflow's runs view (not the GenAI overview)
     link = urlsplit(summary["mlflow_run"])
     assert link.fragment.endswith(f"/runs/{summary['sweep_id']}?{ML_VIEW}")
+    assert summary["mlflow_trials"] == mlflow_trials_link(swept["uri"], link.fragment.split("/")[2], summary["sweep_id"])
     # the person's lines went to stderr: the dashboard link with how to open it, the recommendation
     err = swept["proc"].stderr
     assert "Ray dashboard: http://" in err and "recommended:" in err
+    # the sweep started its own Ray: its dashboard closes with it, and the end says so and where the results stay
+    assert "open it while the sweep runs: it closes with the sweep" in err and DASHBOARD_CLOSED in err
+    assert f"trials:   {summary['mlflow_trials']}" in err
 
 
 def test_the_sweep_run_shows_the_answer(swept):
@@ -177,5 +182,31 @@ def test_the_sweep_runs_page_in_a_browser_shows_the_command_and_metrics(swept, m
             for trial in trials:
                 page.get_by_text(trial, exact=True).first.wait_for(timeout=60_000)
             page.screenshot(path=str(shots / "mlflow-experiment.png"))
+            # farm's trials link: the sweep's trials alone, their numbers as columns, best first, no click
+            page.goto(mlflow_trials_link(mlflow_ui, run.info.experiment_id, run.info.run_id), timeout=120_000)
+            page.get_by_text("matching runs").first.wait_for(timeout=120_000)
+            _close_assistant(page)
+            column = "metrics.`smoke_chat/total_tps`"
+            header = page.locator(f'.ag-header-cell[col-id="{column}"]')
+            header.wait_for(timeout=60_000)
+            assert "smoke_chat/total_tps" in header.inner_text()
+            for name in ("smoke_chat/ttft_mean_ms", "smoke_chat/tpot_mean_ms", "farm.recommended"):
+                assert page.locator(f'.ag-header-cell[col-id$="`{name}`"]').count() == 1, name
+            for trial in trials:
+                page.get_by_text(trial, exact=True).first.wait_for(timeout=60_000)
+            page.get_by_text(run.info.run_name, exact=True).wait_for(state="detached", timeout=10_000)  # trials only
+            page.screenshot(path=str(shots / "mlflow-trials.png"))
+
+            def shown(col: str) -> list[str]:
+                """A column's cells top to bottom (the grid's rows are not in the page's order: by row-index)."""
+                cells = page.eval_on_selector_all(
+                    f'.ag-center-cols-container .ag-row [col-id="{col}"]',
+                    "els => els.map(e => [Number(e.closest('.ag-row').getAttribute('row-index')), e.innerText])")
+                return [text for _, text in sorted(cells)]
+
+            tps = [float(v.replace(",", "")) for v in shown(column)]
+            assert len(tps) == len(trials) and all(v > 0 for v in tps), tps
+            assert tps == sorted(tps, reverse=True)  # best first
+            assert sorted(shown("tags.`farm.recommended`")) == ["false"] * (len(trials) - 1) + ["true"]
         finally:
             browser.close()

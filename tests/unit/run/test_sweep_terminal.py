@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import run_farm
-from farm.run.jobs import dashboard_link, token_hint
+from farm.run.jobs import DASHBOARD_CLOSED, dashboard_line, dashboard_link, token_hint
 from farm.run.ray_names import actor_name
 from farm.run.sweep_view import Progress
 from farm.study.grid import expand, grid_cost
@@ -60,6 +60,19 @@ def test_the_dashboard_hint_says_where_the_token_is_and_never_shows_it(monkeypat
     assert "$RAY_AUTH_TOKEN" in token_hint() and "s3cr3t" not in token_hint()
     assert dashboard_link("127.0.0.1:8265") == "http://127.0.0.1:8265"
     assert dashboard_link(None) is None
+
+
+def test_the_dashboard_line_says_a_local_ray_closes_with_the_sweep_and_a_cluster_stays_up():
+    link = "http://127.0.0.1:8265"
+    local = dashboard_line(link, local=True)
+    assert local.startswith(f"Ray dashboard: {link}") and "closes with the sweep" in local
+    cluster = dashboard_line(link, local=False)
+    assert cluster == f"Ray dashboard: {link}"  # a cluster's dashboard stays up: nothing says it closes
+    hint = "it asks for the cluster's token: `ray get-auth-token` prints it"
+    assert dashboard_line(link, local=False, hint=hint) == f"Ray dashboard: {link}  ({hint})"
+    both = dashboard_line(link, local=True, hint=hint)
+    assert "closes with the sweep" in both and hint in both
+    assert "MLflow" in DASHBOARD_CLOSED  # the end of a local sweep says where the results stay
 
 
 def test_actor_names_tell_trials_apart_by_engine_and_knobs(study):

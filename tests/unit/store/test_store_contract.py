@@ -111,8 +111,9 @@ def test_the_sweep_and_its_metadata(store, sweep):
     sweep_id, study = sweep["sweep_id"], sweep["study"]
     assert store.latest_sweep() == sweep_id
     info = store.sweep(sweep_id)
-    assert (info.sweep_id, info.name, info.study, info.grid, info.status) == (
-        sweep_id, f"{study.name}:{GRID}", study.name, GRID, "finished")
+    assert (info.sweep_id, info.study, info.grid, info.status) == (sweep_id, study.name, GRID, "finished")
+    # the name a user reads: the MLflow run's adds when the sweep started (a results file holds no start)
+    assert info.name.startswith(f"{study.name} · grid {GRID}")
     assert store.sweep(None) == info  # None: the latest (a results file holds one)
     assert store.sweep("0123456789abcdef0123456789abcdef") is None
 

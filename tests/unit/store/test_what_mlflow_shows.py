@@ -1,6 +1,9 @@
 """What a user sees of a sweep in MLflow, on a real SQLite MLflow written by farm's own writer:
-the experiment opens on its runs (its kind is classic ML, not GenAI), and each trial's run is
-named by what sets it apart, not by its hash; a sweep stored before trials had names still reads."""
+the experiment opens on its runs (its kind is classic ML, not GenAI), the sweep's run is named by
+its study, grid and start, each trial's run by what sets it apart, not by its hash (a sweep stored
+before trials had names still reads), and farm's trials link opens a stored view of the sweep's
+trials with their numbers as columns, best first (what MLflow's UI makes of it: the browser test,
+tests/e2e/test_sweep_answer_cli.py)."""
 
 from __future__ import annotations
 
@@ -61,6 +64,50 @@ def test_an_existing_experiment_gets_the_kind_unless_one_was_chosen(tmp_path):
     assert experiment_id(uri, "chosen") == chosen
     assert c.get_experiment(bare).tags[schema.EXPERIMENT_KIND_TAG] == "custom_model_development"
     assert c.get_experiment(chosen).tags[schema.EXPERIMENT_KIND_TAG] == "genai_development"
+
+
+def test_the_sweep_run_is_named_by_its_study_grid_and_start(smoke):
+    import re
+
+    from farm.store.tracking import client
+
+    name = client(smoke["uri"]).get_run(smoke["sweep_id"]).info.run_name
+    assert re.fullmatch(r"qwen3\.5-35b-a3b-h200 · grid smoke · \d{4}-\d\d-\d\d \d\d:\d\d", name), name
+    assert MlflowStore(smoke["uri"]).sweep(smoke["sweep_id"]).name == name  # what `farm status` prints
+
+
+def test_the_trials_link_opens_the_sweeps_trials_with_their_numbers_best_first(smoke):
+    import json
+    from urllib.parse import parse_qs, urlsplit
+
+    from farm.run.links import mlflow_trials_link
+    from farm.store.tracking import client
+
+    c = client(smoke["uri"])
+    link = urlsplit(mlflow_trials_link(smoke["uri"], smoke["exp_id"], smoke["sweep_id"]))
+    path, _, query = link.fragment.partition("?")
+    assert path == f"/experiments/{smoke['exp_id']}/runs"
+    # the stored view alone: a search parameter beside it would make MLflow's UI ignore the view
+    assert parse_qs(query) == {"viewStateShareKey": [smoke["sweep_id"]], "workflowType": ["machine_learning"]}
+    view = json.loads(c.get_experiment(smoke["exp_id"]).tags[f"mlflow.sharedViewState.{smoke['sweep_id']}"])
+    # MLflow's search, as the UI asks it: the sweep's trials only, the primary profile's throughput first
+    assert view["orderByKey"] == "metrics.`smoke_chat/total_tps`" and view["orderByAsc"] is False
+    found = c.search_runs([smoke["exp_id"]], filter_string=view["searchFilter"],
+                          order_by=["metrics.`smoke_chat/total_tps` DESC"])
+    assert sorted(r.info.run_id for r in found) == sorted(r.info.run_id for r in c.search_runs(
+        [smoke["exp_id"]], filter_string=f"tags.`farm.sweep_id` = '{smoke['sweep_id']}' and tags.`farm.kind` = 'trial'"))
+    cols = view["selectedColumns"]
+    assert cols[:5] == ["metrics.`smoke_chat/total_tps`", "metrics.`smoke_chat/ttft_mean_ms`",
+                        "metrics.`smoke_chat/tpot_mean_ms`", "tags.`farm.recommended`", "tags.`farm.verdict`"]
+    assert view["columnOrder"] == cols and set(view["columnWidths"]) == set(cols)
+    logged = found[0].data.metrics
+    assert "smoke_chat/total_tps" in logged and "smoke_generation/ttft_mean_ms" in logged
+    metrics = [c.removeprefix("metrics.").strip("`") for c in cols if c.startswith("metrics.")]
+    # every metric column names one farm logs for a trial, per profile of the grid
+    assert {m.split("/")[0] for m in metrics} == {"smoke_chat", "smoke_generation"}
+    assert all(m.split("/")[1] in schema.METRICS for m in metrics), metrics
+    assert [c for c in cols if not c.startswith("metrics.")] == [
+        "tags.`farm.recommended`", "tags.`farm.verdict`", "tags.`farm.status`"]
 
 
 def test_trial_runs_are_named_by_what_sets_them_apart(smoke):
