@@ -574,9 +574,15 @@ def tracking_source(given: str | None) -> str:
 
 
 def env_ray_address() -> str | None:
-    """RAY_ADDRESS, when set: `farm status` asks it which trials run."""
+    """RAY_ADDRESS, when set: the cluster `farm sweep` and `farm status` use when no `--address`
+    is given (as Ray's own commands do)."""
     value = os.environ.get("RAY_ADDRESS")
     return ray_address(value, option="RAY_ADDRESS") if value else None
+
+
+def ray_address_source(given: str | None) -> str:
+    """Where the Ray address a command uses came from, as its errors name it."""
+    return "--address" if given else "RAY_ADDRESS"
 
 
 TOKEN_MAX_BYTES = 4096
@@ -589,6 +595,21 @@ def _check_token(token: str, source: str, option: str) -> None:
     if not token.isascii() or not token.isprintable() or any(c.isspace() for c in token):
         raise UserError(f"{source} holds a token with spaces, line breaks or non-ASCII characters inside it "
                         "(Ray sends it in an HTTP header: copy it again with `ray get-auth-token`)", key=option)
+
+
+def ray_token_source() -> str | None:
+    """Where Ray reads this machine's cluster token from, in Ray's order (RAY_AUTH_TOKEN, the file
+    RAY_AUTH_TOKEN_PATH names, ~/.ray/auth_token), as an error names it; None when there is none.
+    Never the token itself."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return "RAY_AUTH_TOKEN"
+    if os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return f"RAY_AUTH_TOKEN_PATH ({os.environ['RAY_AUTH_TOKEN_PATH']})"
+    return "~/.ray/auth_token" if Path("~/.ray/auth_token").expanduser().exists() else None
+
+
+RAY_TOKEN_MISSING = ("requires a token: set RAY_AUTH_TOKEN or copy ~/.ray/auth_token from the head "
+                     "(`ray get-auth-token` there)")
 
 
 def check_ray_token_sources(option: str) -> None:

@@ -151,6 +151,33 @@ def ray_head(tmp_path_factory) -> str:
         node.stop()
 
 
+# -- one Ray head with token authentication, for the tests of the cluster token --------------
+
+
+@pytest.fixture(scope="session")
+def token_head(tmp_path_factory) -> dict:
+    """`ray start --head` with token authentication (RAY_AUTH_MODE=token, its token in
+    RAY_AUTH_TOKEN), in a HOME of its own, on loopback and free ports: shared by the Jobs API tests
+    (which add a second node to it) and the refusals of a machine without its token. Stopped
+    through its process group (never `ray stop`). Returns its token, addresses and node."""
+    import secrets
+
+    from raynodes import start_node
+    from sweeptools import isolated_env
+
+    tmp = tmp_path_factory.mktemp("token-head")
+    (tmp / "home").mkdir()
+    token = secrets.token_hex(16)
+    env = {**isolated_env(tmp / "home"), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+    node = start_node(env, head=True, num_cpus=1, log_dir=tmp)
+    try:
+        yield {"token": token, "env": env, "tmp": tmp, "node": node, "gcs": f"127.0.0.1:{node.ports['gcs']}",
+               "jobs": f"http://127.0.0.1:{node.ports['dashboard']}",
+               "client": f"ray://127.0.0.1:{node.ports['client_server']}"}
+    finally:
+        node.stop()
+
+
 # -- one simulated cluster for the tests of placement, node controls and lost nodes ------------
 
 

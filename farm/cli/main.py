@@ -13,7 +13,7 @@ import click
 
 from farm.cli import options as opt
 from farm.errors import UserError
-from farm.inputs import tracking_source, usable_directory
+from farm.inputs import env_ray_address, ray_address_source, tracking_source, usable_directory
 
 
 class FarmGroup(click.Group):
@@ -41,7 +41,8 @@ def cli() -> None:
               "--tracking-uri: estimate GPU-hours at the durations the study's latest sweep there measured.")
 @click.option("--address", type=opt.RAY_ADDRESS, default=None,
               help="http://HEAD:8265: submit the sweep as a Ray job (Jobs API); auto, HOST:PORT or ray://HOST:10001: "
-                   "run the driver here against that cluster; default: a local Ray started for the sweep.")
+                   "run the driver here against that cluster; default: $RAY_ADDRESS, else a local Ray started for "
+                   "the sweep.")
 @click.option("--tracking-uri", type=opt.TRACKING_URI, default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
 @click.option("--experiment", type=opt.NAME, default=None, help="MLflow experiment; default: the grid's, else the study's.")
 @click.option("--resume", "resume", type=opt.SWEEP_ID, default=None, metavar="SWEEP_ID", help="Continue this sweep: run only its unfinished trials.")
@@ -95,6 +96,10 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     from farm.run.sweep_view import print_dry_run
 
     study = load_study(config)
+    # RAY_ADDRESS stands for --address when none is given, as in Ray's own commands; a refusal
+    # about the address names which of the two set it.
+    address_key = ray_address_source(address)
+    address = address or env_ray_address()
     _check_options_apply(study, address=address, repeats=repeats, run_budget=run_budget, no_wait=no_wait,
                          quiet=quiet, as_json=as_json)
     mode = "json" if as_json else "quiet" if quiet else "normal"
@@ -175,9 +180,9 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
         ctx.exit(submit_from_cli(config, address, grid=grid, tracking_uri=tracking_uri, experiment=experiment,
                                  resume=resume, repeats=repeats, run_budget=run_budget,
                                  workdir=workdir if given_workdir else None,
-                                 wait=not no_wait, strategy=strategy, budget=budget))
+                                 wait=not no_wait, strategy=strategy, budget=budget, key=address_key))
     if address:
-        enable_client_token()  # an explicit address: Ray sends the cluster's token only in token mode
+        enable_client_token(address_key)  # an explicit address: Ray sends the cluster's token only in token mode
     if is_client_address(address):
         # Ray Client: the actors run on the cluster's nodes, so they log to a server all of them
         # reach, and a relative --workdir is a path on each node (under the job's working directory).
@@ -197,7 +202,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     tracking_key = tracking_source(tracking_uri)
     tracking_uri = tracking_uri or default_tracking_uri()
     point = check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume,
-                        tracking_key=tracking_key)
+                        tracking_key=tracking_key, address_key=address_key)
     if point is not None and point.renamed:  # a sweep stored with ids of the older form keeps them
         trials = point.rename(trials)
         selected = {point.renamed.get(i, i) for i in selected} if selected is not None else None
@@ -219,7 +224,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
                                    only=only, start=kept.start if kept else None, resume=resume)
             trials, start_id = start_of(study, grid, expand(study, grid), study.start or "", key="start")
             point = check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume,
-                                tracking_key=tracking_key)
+                                tracking_key=tracking_key, address_key=address_key)
             if point is not None and point.renamed:
                 trials = point.rename(trials)
         elif stored is not None:

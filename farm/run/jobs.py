@@ -37,7 +37,7 @@ import yaml
 
 from farm.errors import UserError
 from farm.headcheck import MARK
-from farm.inputs import check_ray_token_sources, env_tracking_uri
+from farm.inputs import check_ray_token_sources, env_tracking_uri, ray_token_source
 from farm.store import schema
 from farm.study.load import DEFAULT_CONFIG, _read_yaml
 
@@ -82,13 +82,17 @@ def job_link(address: str, job_id: str) -> str:
 # -- the cluster token ------------------------------------------------------------------
 
 
-def enable_client_token() -> bool:
+def enable_client_token(key: str = KEY) -> bool:
     """Token mode for this process when a token is available (what `ray.init` does for a
     local cluster); returns whether requests will carry a token. `RAY_AUTH_MODE`, when set,
-    is respected as it is."""
-    check_ray_token_sources(KEY)  # a token Ray could not send is one line here, not a traceback later
+    is respected as it is. `key`: where the address came from (`--address` or `RAY_ADDRESS`)."""
+    check_ray_token_sources(key)  # a token Ray could not send is one line here, not a traceback later
     mode = os.environ.get("RAY_AUTH_MODE")
     if mode is not None:
+        if mode.lower() == "token" and ray_token_source() is None:
+            # Ray's token loader aborts the whole process (a C++ check) when token mode has no token
+            raise UserError("is 'token', but this machine has no cluster token: set RAY_AUTH_TOKEN or copy "
+                            "~/.ray/auth_token from the head (`ray get-auth-token` there)", key="RAY_AUTH_MODE")
         return mode.lower() == "token"
     from ray._raylet import AuthenticationTokenLoader, Config  # ray (seconds): only with a cluster address
 
@@ -133,30 +137,31 @@ def dashboard_line(link: str, *, local: bool, hint: str | None = None) -> str:
 DASHBOARD_CLOSED = "the Ray dashboard closed with the sweep's Ray; the results stay in MLflow (above)"
 
 
-def _auth_error(address: str, exc: Exception, token_sent: bool) -> UserError:
+def _auth_error(address: str, exc: Exception, token_sent: bool, key: str = KEY) -> UserError:
     text = str(exc)
     if "Authentication required" in text or not token_sent:
         return UserError(f"the Ray cluster at {address} requires its token and this machine has none: set "
-                         f"RAY_AUTH_TOKEN or put the token in ~/.ray/auth_token (README: 'The cluster token')", key=KEY)
+                         f"RAY_AUTH_TOKEN or put the token in ~/.ray/auth_token (README: 'The cluster token')", key=key)
     return UserError(f"the Ray cluster at {address} rejected the token (RAY_AUTH_TOKEN or ~/.ray/auth_token "
-                     f"is not this cluster's; README: 'The cluster token')", key=KEY)
+                     f"is not this cluster's; README: 'The cluster token')", key=key)
 
 
-def connect(address: str):
-    """A JobSubmissionClient for `address`, or one `UserError` line saying why not."""
+def connect(address: str, key: str = KEY):
+    """A JobSubmissionClient for `address`, or one `UserError` line saying why not (`key`: where
+    the address came from)."""
     from ray.exceptions import AuthenticationError  # ray (seconds): only with a cluster address
     from ray.job_submission import JobSubmissionClient
 
-    token_sent = enable_client_token()
+    token_sent = enable_client_token(key)
     try:
         return JobSubmissionClient(dashboard_url(address))
     except AuthenticationError as exc:
-        raise _auth_error(address, exc, token_sent) from None
+        raise _auth_error(address, exc, token_sent, key) from None
     except ConnectionError:
         raise UserError(f"cannot reach the Ray dashboard at {address} (is the cluster up, and is this its "
-                        f"dashboard port?)", key=KEY) from None
+                        f"dashboard port?)", key=key) from None
     except RuntimeError as exc:  # the SDK's own errors (an old Ray, a 404 where the API should be)
-        raise UserError(f"{address} is not a Ray Jobs API: {str(exc).splitlines()[0][:200]}", key=KEY) from None
+        raise UserError(f"{address} is not a Ray Jobs API: {str(exc).splitlines()[0][:200]}", key=key) from None
 
 
 # -- what travels with the job ----------------------------------------------------------
@@ -219,17 +224,18 @@ def check_tracking_for_cluster(uri: str | None) -> str:
 
 
 def submit_sweep(address: str, study_data: dict | None, args: SweepArgs, *, study_name: str = "", wait: bool = True,
-                 out=None) -> int:
-    """Submit; follow the log unless `wait` is false. Returns the exit code for `farm sweep`."""
+                 out=None, key: str = KEY) -> int:
+    """Submit; follow the log unless `wait` is false. Returns the exit code for `farm sweep`.
+    `key`: where the address came from (`--address` or `RAY_ADDRESS`), as its errors name it."""
     out = out or sys.stdout
-    client = connect(address)
+    client = connect(address, key)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
     submission_id = f"farm-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     with tempfile.TemporaryDirectory(prefix="farm-job-") as tmp:
         root = stage(study_data, Path(tmp))
         runtime_env = {"working_dir": str(root), "env_vars": {SUBMISSION_ENV: submission_id}}
-        check_head(client, address, runtime_env, f"{submission_id}-check")
+        check_head(client, address, runtime_env, f"{submission_id}-check", key=key)
         job_id = client.submit_job(entrypoint=args.entrypoint(), submission_id=submission_id, runtime_env=runtime_env,
                                    metadata={schema.GRID_TAG: args.grid, schema.STUDY_TAG: study_name,
                                              schema.TRACKING_URI_JOB_KEY: args.tracking_uri})
@@ -252,7 +258,7 @@ HEAD_CHECK_TIMEOUT_S = 180.0
 
 
 def check_head(client, address: str, runtime_env: dict, check_id: str, *,
-               timeout_s: float = HEAD_CHECK_TIMEOUT_S) -> None:
+               timeout_s: float = HEAD_CHECK_TIMEOUT_S, key: str = KEY) -> None:
     """Raise one `UserError` line when the head's `python` lacks farm's dependencies."""
     # Stays listed in the dashboard as `<submission id>-check` (deleting it races with Ray's own
     # bookkeeping of a job that just ended, which writes a bare entry back).
@@ -263,22 +269,22 @@ def check_head(client, address: str, runtime_env: dict, check_id: str, *,
         if time.monotonic() > deadline:
             client.stop_job(job)
             raise UserError(f"the head at {address} did not run farm's check job within {timeout_s:.0f} s "
-                            f"(job {job}, status {status}): is its runtime environment still installing?", key=KEY)
+                            f"(job {job}, status {status}): is its runtime environment still installing?", key=key)
         time.sleep(0.5)
-    _judge_head(address, status, client.get_job_logs(job), MARK)
+    _judge_head(address, status, client.get_job_logs(job), MARK, key)
 
 
-def _judge_head(address: str, status: str, logs: str, mark: str) -> None:
+def _judge_head(address: str, status: str, logs: str, mark: str, key: str = KEY) -> None:
     lines = logs.splitlines()
     no_python = next((line for line in lines if line.startswith("FARM_HEAD_CHECK_NO_PYTHON")), None)
     if no_python is not None:
         path = no_python.split("PATH=", 1)[-1]
         raise UserError(f"the head at {address} has no `python` on the PATH Ray runs jobs with ({path}): start Ray "
-                        "on the head from farm's environment (README: 'Running the real study')", key=KEY)
+                        "on the head from farm's environment (README: 'Running the real study')", key=key)
     found = next((line[len(mark):] for line in lines if line.startswith(mark)), None)
     if found is None:
         tail = next((line for line in reversed(lines) if line.strip()), f"job {status.lower()}, no output")
-        raise UserError(f"the head's `python` at {address} cannot run farm's check: {tail.strip()[:300]}", key=KEY)
+        raise UserError(f"the head's `python` at {address} cannot run farm's check: {tail.strip()[:300]}", key=key)
     report = json.loads(found)
     python = f"{report['python']} (Python {report['version']}, the first `python` on the PATH of Ray on the head)"
     problems = []
@@ -291,7 +297,7 @@ def _judge_head(address: str, status: str, logs: str, mark: str) -> None:
     if problems:
         raise UserError(f"the head at {address} cannot run farm: {python}: {'; '.join(problems)}. Install farm "
                         "there (pip install -e .) or start Ray on the head from farm's environment "
-                        "(README: 'Running the real study')", key=KEY)
+                        "(README: 'Running the real study')", key=key)
 
 
 def follow(client, address: str, job_id: str, args: SweepArgs, *, out=None) -> int:
@@ -409,7 +415,7 @@ def _shipped(path: Path) -> bool:
 def submit_from_cli(config: str | None, address: str, *, grid: str, tracking_uri: str | None,
                     experiment: str | None, resume: str | None, repeats: int | str | None,
                     run_budget: int | None, workdir: str | None, wait: bool, strategy: str | None = None,
-                    budget: float | None = None) -> int:
+                    budget: float | None = None, key: str = KEY) -> int:
     """`farm sweep --address http://...`: the study and the options go to the head.
 
     A study inside the project travels as the project's own file (its includes and `./` paths
@@ -422,4 +428,5 @@ def submit_from_cli(config: str | None, address: str, *, grid: str, tracking_uri
                      experiment=experiment, resume=resume, repeats=repeats, run_budget=run_budget,
                      strategy=strategy, budget=budget,
                      workdir=workdir)
-    return submit_sweep(address, None if inside else data, args, study_name=str(data.get("name", "")), wait=wait)
+    return submit_sweep(address, None if inside else data, args, study_name=str(data.get("name", "")), wait=wait,
+                        key=key)

@@ -21,7 +21,8 @@ from mlflow.utils.credentials import read_mlflow_creds
 
 from farm.analysis.results import TrialResult
 from farm.errors import UserError
-from farm.inputs import address_host_port, env_directory, tracking_uri as read_tracking_uri
+from farm.inputs import (RAY_TOKEN_MISSING, address_host_port, env_directory, ray_token_source,
+                         tracking_uri as read_tracking_uri)
 from farm.store.base import finished_trial_ids
 from farm.store.location import sqlite_path
 from farm.store.mlflow_store import MlflowStore
@@ -171,9 +172,75 @@ def _tcp_probe(host: str, port: int) -> None:
         pass
 
 
-def check_ray_address(address: str) -> None:
-    """Something listens where `--address` points (the GCS, a Ray client server, or a dashboard)."""
-    key = "--address"
+# What `ray_auth_probe` runs in a child python: one request to the cluster through Ray's own
+# clients, with this process's token mode and token, answering one word on stdout. A child, for
+# Ray's token loader aborts its whole process (a C++ check) on some token states, and a GCS client
+# waits up to 40 s on a port that is no GCS: neither may take farm with it.
+_AUTH_PROBE = """
+import sys
+address = sys.argv[1]
+try:
+    if address.startswith("ray://"):
+        import grpc
+        from ray._private.grpc_utils import init_grpc_channel  # adds the token in token mode
+        from ray.core.generated import ray_client_pb2, ray_client_pb2_grpc
+        channel = init_grpc_channel(address[len("ray://"):], asynchronous=False)
+        request = ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING)
+        try:
+            ray_client_pb2_grpc.RayletDriverStub(channel).ClusterInfo(request, timeout=float(sys.argv[2]))
+        except grpc.RpcError as exc:
+            print("unauthenticated" if exc.code() == grpc.StatusCode.UNAUTHENTICATED else "other")
+        else:
+            print("ok")
+    else:
+        from ray._raylet import GcsClient
+        from ray.exceptions import AuthenticationError
+        try:
+            GcsClient(address=address)
+        except AuthenticationError:
+            print("unauthenticated")
+        else:
+            print("ok")
+except Exception:
+    print("other")
+"""
+AUTH_PROBE_TIMEOUT_S = 15.0  # a python start and Ray's imports (about a second) and one request
+
+
+def ray_auth_probe(address: str) -> str:
+    """Whether the cluster at `address` (a GCS `HOST:PORT` or `ray://HOST:PORT`) takes this
+    machine's token: "ok", "unauthenticated" (missing or wrong), or "unknown" (no answer in time,
+    another error, or a probe that died: the sweep meets it as before)."""
+    import subprocess
+    import sys
+
+    try:
+        proc = subprocess.run([sys.executable, "-c", _AUTH_PROBE, address, f"{PROBE_TIMEOUT_S:g}"], capture_output=True,
+                              text=True, timeout=AUTH_PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    word = proc.stdout.strip().splitlines()[-1:] if proc.returncode == 0 else []
+    return word[0] if word and word[0] in ("ok", "unauthenticated") else "unknown"
+
+
+def check_ray_token(address: str, *, key: str) -> None:
+    """A cluster with token authentication takes this machine's token: found here, before anything
+    starts, rather than as a traceback from `ray.init`. Which token is sent is Ray's business
+    (`farm.run.jobs.enable_client_token` set the mode); only where it came from is named, never
+    its value."""
+    if ray_auth_probe(address) != "unauthenticated":
+        return
+    source = ray_token_source() if os.environ.get("RAY_AUTH_MODE", "").lower() == "token" else None
+    if source is None:
+        raise UserError(f"the Ray cluster at {address} {RAY_TOKEN_MISSING}", key=key)
+    raise UserError(f"the Ray cluster at {address} rejected the token (from {source}): it is not this cluster's; "
+                    f"copy it from the head (`ray get-auth-token` there)", key=key)
+
+
+def check_ray_address(address: str, *, key: str = "--address") -> None:
+    """Something listens where the address points (the GCS, a Ray client server, or a dashboard),
+    and a GCS or Ray client server takes this machine's token. `key`: where the address came from
+    (`--address` or `RAY_ADDRESS`)."""
     if address == "auto":
         try:
             from ray._private.services import canonicalize_bootstrap_address_or_die  # ray (seconds): only for 'auto'
@@ -186,6 +253,8 @@ def check_ray_address(address: str) -> None:
         _tcp_probe(host, port)
     except OSError as exc:
         raise UserError(f"cannot reach the Ray cluster at {address} ({_reason(exc)})", key=key) from None
+    if urlparse(address).scheme not in ("http", "https"):  # the Jobs API's own client answers for its token
+        check_ray_token(address, key=key)
 
 
 @dataclass
@@ -244,14 +313,16 @@ def _legacy_ids(planned: list[Trial], trials: list[Trial], stored: set[str]) -> 
 
 
 def check_sweep(study: Study, trials: list[Trial], *, grid: str, address: str | None, tracking_uri: str,
-                resume: str | None, tracking_key: str = "--tracking-uri") -> ResumePoint | None:
-    """Everything a sweep needs from outside farm, checked before anything starts."""
+                resume: str | None, tracking_key: str = "--tracking-uri",
+                address_key: str = "--address") -> ResumePoint | None:
+    """Everything a sweep needs from outside farm, checked before anything starts (`*_key`: where
+    the tracking URI and the Ray address came from, as a refusal names them)."""
     if address is None:
         check_datasets(study, trials)
         env_directory("FARM_CACHE_DIR")  # tokenizers, datasets and warm-up markers are written there
     check_tracking_uri(tracking_uri, key=tracking_key)
     if address is not None:
-        check_ray_address(address)
+        check_ray_address(address, key=address_key)
     if resume:
         return check_resume(tracking_uri, resume, study, grid, trials)
     return None

@@ -4,14 +4,13 @@ started with `farm server`, and `farm sweep --address http://127.0.0.1:PORT` of 
 mock trials and one profile (tests/sweeptools.py: route_study) submitted through the Ray Jobs API
 from a "laptop" that has only the token; the same study through Ray Client.
 
-The nodes and the server are stopped through the process groups this test started (never
-`ray stop`, never a kill by name).
+The head is the session's (tests/conftest.py: token_head); the second node and the server are
+stopped through the process groups this module started (never `ray stop`, never a kill by name).
 """
 
 from __future__ import annotations
 
 import json
-import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -33,21 +32,17 @@ def _farm(*args: str, cwd: Path, env: dict[str, str], timeout: float = 900) -> s
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster(tmp_path_factory, token_head):
+    """The session's token-auth head (tests/conftest.py: token_head) and a second node of this
+    module's own, stopped at its end."""
     tmp = tmp_path_factory.mktemp("jobs")
-    (tmp / "home").mkdir()
-    token = secrets.token_hex(16)
-    env = {**isolated_env(tmp / "home"), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
-    nodes = []
+    head = token_head["node"]
+    worker = start_node(token_head["env"], head=False, gcs_port=head.ports["gcs"], num_cpus=1, log_dir=tmp)
     try:
-        head = start_node(env, head=True, num_cpus=1, log_dir=tmp)
-        nodes.append(head)
-        nodes.append(start_node(env, head=False, gcs_port=head.ports["gcs"], num_cpus=1, log_dir=tmp))
-        yield {"address": f"http://127.0.0.1:{head.ports['dashboard']}", "token": token, "tmp": tmp, "nodes": nodes,
-               "client": f"ray://127.0.0.1:{head.ports['client_server']}"}
+        yield {"address": token_head["jobs"], "token": token_head["token"], "tmp": tmp, "nodes": [head, worker],
+               "client": token_head["client"]}
     finally:
-        for node in reversed(nodes):
-            node.stop()
+        worker.stop()
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,13 @@ CASES = [
      {"MLFLOW_TRACKING_URI": "sqlite:///mlflow.db"}, "--tracking-uri: the directory of the SQLite store does not exist: gone"),
     ("env-ray-address-status", ["status"], {"RAY_ADDRESS": "head-without-port"},
      "RAY_ADDRESS: 'head-without-port' is not a Ray address"),
+    ("env-ray-address-sweep", SWEEP, {"RAY_ADDRESS": "head-without-port"},
+     "RAY_ADDRESS: 'head-without-port' is not a Ray address"),
+    ("env-ray-address-unreachable-sweep", SWEEP, {"RAY_ADDRESS": "127.0.0.1:1", "RAY_AUTH_MODE": "disabled"},
+     "RAY_ADDRESS: cannot reach the Ray cluster at 127.0.0.1:1 (connection refused)"),
+    ("the-address-option-over-the-env", SWEEP + ["--address", "127.0.0.1:1"],
+     {"RAY_ADDRESS": "head-without-port", "RAY_AUTH_MODE": "disabled"},
+     "--address: cannot reach the Ray cluster at 127.0.0.1:1 (connection refused)"),
     ("env-cache-dir-a-file", SWEEP, {"FARM_CACHE_DIR": "s.yaml"}, "FARM_CACHE_DIR: s.yaml is not a directory"),
 ]
 
