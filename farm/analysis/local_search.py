@@ -365,7 +365,9 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
     ran = _ran(results, final.index)
     todo = [t for t in (start, incumbent) if t not in ran]
     if todo:
-        return _with_spend(p.model_copy(update={"rung": final, "trials": todo, "final": True, "reason": reason + (
+        estimate = trial_estimate_gpu_hours["final"] * len(todo)
+        return _with_spend(p.model_copy(update={"rung": final, "trials": todo, "final": True,
+                                                "estimate_gpu_hours": estimate, "reason": reason + (
             f"; the final comparison: the start against {incumbent} on every profile")}), results)
     return _with_spend(p.model_copy(update={"done": True, "final": True, "rung": final, "reason": reason}), results)
 

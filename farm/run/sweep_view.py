@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import time
 from contextlib import nullcontext
@@ -15,6 +16,7 @@ from rich.text import Text
 from farm.engines import get_engine
 from farm.engines.base import redact_args, render_flags
 from farm.analysis import capacity
+from farm.analysis.halving import RUNG_MARK
 from farm.analysis.outcome import LOG_EXPLAINS, success_floor, trial_not_measurable
 from farm.run import terminal
 from farm.run.links import mlflow_run_link, mlflow_trials_link
@@ -120,9 +122,21 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "nor
                   f"  one run of {study.grid_primary_profile(grid)} alone (dummy_output_dependent: speed)")
 
 
-def _primary_tps(result: TrialResult, profile: str) -> float | None:
-    values = [r.metrics.total_tps for r in result.runs_of(profile) if r.metrics is not None]
-    return sum(values) / len(values) if values else None
+def readable_ids(text: str, names: dict[str, str]) -> str:
+    """`text` with each trial id that `names` knows replaced by the trial's name: the planners
+    (halving, local search) speak in ids, which they store; a person reads names."""
+    return re.sub(r"\b[a-z0-9_]+-[0-9a-f]{8}\b", lambda m: names.get(m.group(0), m.group(0)), text)
+
+
+def _primary_tps(result: TrialResult, profile: str) -> tuple[float, str] | None:
+    """The mean throughput of the trial's runs of `profile`, else of its shortened rung (a halving
+    rung, a local-search step: `<profile>.rung<N>`), with the profile name it was measured on."""
+    names = [profile] + sorted({r.profile for r in result.runs if r.profile.startswith(profile + RUNG_MARK)})
+    for name in names:
+        values = [r.metrics.total_tps for r in result.runs_of(name) if r.metrics is not None and r.metrics.total_tps]
+        if values:
+            return sum(values) / len(values), name
+    return None
 
 
 def _capacity(study: Study, profile: str, result: TrialResult):
@@ -333,13 +347,13 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
             progress.finished(job.trial, result.status == Status.ok)
             primary = study.grid_primary_profile(grid)
             tps = _primary_tps(result, primary)
-            extra = f"{tps:,.0f} tok/s on {primary}" if tps else (result.reason or "")
+            extra = f"{tps[0]:,.0f} tok/s on {tps[1]}" if tps else (result.reason or "")
             if study.profiles[primary].capacity is not None and result.runs_of(primary):
                 v = _capacity(study, primary, result)
                 extra = f"capacity {v.interval_text if v.capacity is None else f'{v.capacity:g}'} on {primary} " \
                         f"({len(v.curve)} runs)"
             console.print(f"[{elapsed:6.0f}s] [{state['done']}/{state['total']}] {result.status.value:<22} "
-                          f"{job.trial.label}: {extra}")
+                          f"{job.trial.label}" + (f": {extra}" if extra else ""))
         elif kind == "pass_finished":
             console.print(f"[{elapsed:6.0f}s] pass {job.order_seed + 1} {result.status.value:<15} {job.trial.label}: "
                           f"{len(result.runs)} more run(s)")
@@ -354,8 +368,11 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
             console.print(head + f"pass {p.pass_index} ({p.runs} runs, {p.spent} of {p.budget} spent): {p.reason}",
                           markup=False)
 
+    names = {t.id: t.label for t in trials}
+
     def on_rung(p) -> None:  # a halving rung, or a step of a local search
         elapsed = time.monotonic() - state["t0"]
+        p = p.model_copy(update={"reason": readable_ids(p.reason, names)})
         what = "local search" if strategy == "local" else "halving"
         spent = f"{p.spent_gpu_hours:.3f} of {p.budget_gpu_hours:g}" if p.budget_gpu_hours is not None else f"{p.spent_gpu_hours:.3f}"
         if p.done:

@@ -88,6 +88,8 @@ def test_a_significantly_better_neighbour_replaces_the_start_and_the_search_goes
     # mock-3 has no neighbour left that was not raced: the search ends, and the final comparison is next
     assert p.stop == "converged" and p.final and sorted(p.trials) == ["mock-2", "mock-3"]
     assert set(p.rung.profiles) == {PRIMARY, "gen"} and p.rung.repeats == 3
+    # what the comparison will cost is said before it runs: two trials at the final estimate (0.02)
+    assert p.estimate_gpu_hours == 0.04
 
 
 def test_a_lead_within_the_noise_does_not_move_the_search():

@@ -113,3 +113,34 @@ def test_progress_counts_trials_gpu_hours_and_an_eta_from_the_estimate():
     line = progress.line()
     assert line.startswith("trials: 1 done, 0 failed, 2 running, 3 pending | GPU-hours ")
     assert "estimated | ETA ~" in line
+
+
+def test_a_search_step_line_names_trials_not_hashes():
+    from farm.run.sweep_view import readable_ids
+
+    names = {"vllm-132b604b": "max-num-seqs=4", "vllm-03e1e34b": "max-num-seqs=16"}
+    line = readable_ids("step 2: vllm-132b604b against 1 neighbour(s); the final comparison: the start against "
+                        "vllm-03e1e34b, not vllm-00000000", names)
+    assert line == ("step 2: max-num-seqs=4 against 1 neighbour(s); the final comparison: the start against "
+                    "max-num-seqs=16, not vllm-00000000")  # an id it does not know stays an id
+
+
+def test_a_trial_measured_only_on_a_shortened_rung_shows_that_rungs_throughput():
+    from farm.analysis.results import ProfileRun, RunMetrics, Status, TrialResult
+    from farm.run.sweep_view import _primary_tps
+    from farm.study.grid import expand
+    from farm.study.load import load_study
+
+    trial = expand(load_study(), "smoke")[0]
+
+    def run(profile, tps):
+        metrics = RunMetrics(successful_requests=24, total_requests=24, success_rate=1.0, duration_s=2.0,
+                             total_input_tokens=tps, total_output_tokens=tps, request_throughput=12, output_tps=tps / 2,
+                             total_tps=tps, ttft_mean_ms=5.0, ttft_p95_ms=8.0, tpot_mean_ms=20.0)
+        return ProfileRun(profile=profile, status=Status.ok, metrics=metrics)
+
+    step = TrialResult(sweep_id="s", trial=trial, status=Status.ok, runs=[run("smoke_chat.rung1", 90.0), run("smoke_chat.rung1", 110.0)])
+    assert _primary_tps(step, "smoke_chat") == (100.0, "smoke_chat.rung1")
+    full = step.model_copy(update={"runs": step.runs + [run("smoke_chat", 300.0)]})
+    assert _primary_tps(full, "smoke_chat") == (300.0, "smoke_chat")
+    assert _primary_tps(step.model_copy(update={"runs": []}), "smoke_chat") is None
