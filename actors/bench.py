@@ -55,6 +55,10 @@ class TrialJob(BaseModel):
     workdir: str = Field(description="Root for this node's artifacts; the trial gets a subdirectory.")
     attempt: int = 1
     first_pass: bool = Field(default=True, description="False for a later pass of --repeats auto.")
+    search_capacity: bool | None = Field(
+        default=None, description="Whether the job runs its capacity profiles' searches; None: on the first pass "
+                                  "only. A halving rung or a local search's final comparison that brings a trial's "
+                                  "capacity profile for the first time says True.")
     order_seed: int = 0
     tracking_uri: str | None = None
     experiment_id: str | None = None
@@ -339,7 +343,8 @@ class TrialRunner:
                 break
         # A capacity search runs once per trial (more repeats or passes add no load to search).
         ended = any(r.status in outcome.STOPS_TRIAL for r in result.runs)
-        for name in searches if job.first_pass and not ended else []:
+        search = job.first_pass if job.search_capacity is None else job.search_capacity
+        for name in searches if search and not ended else []:
             if self._search(name, base_url, tokenizer, data_files.get(name), result):
                 break
         result.runs.sort(key=lambda r: (trial.profiles.index(r.profile), r.repeat))

@@ -475,8 +475,10 @@ def _run_local(study: Study, grid: str, trials: list[Trial], *, start: str | Non
         job = make_job(t.model_copy(update={"profiles": list(rung.profiles), "profile_repeats": {}}), rung.repeats,
                        rung.index)
         rstudy = local_search.rung_study(study, rung)
+        # The final comparison is the first job of the search with the full profiles: a capacity
+        # profile's search runs there (a later pass otherwise adds no load to search).
         return job.model_copy(update={"profiles": {p: rstudy.profiles[p] for p in rung.profiles},
-                                      "tracking_uri": None, "parent_run_id": None,
+                                      "search_capacity": rung.last, "tracking_uri": None, "parent_run_id": None,
                                       "workdir": str(Path(job.workdir) / f"step-{rung.index}")})
 
     return local_search.run_local(study, grid, trials, start=start, make_job=step_job, **kw)
@@ -489,6 +491,8 @@ def _run_halving(study: Study, grid: str, trials: list[Trial], *, make_job, **kw
     def rung_job(t: Trial, rung) -> TrialJob:
         job = make_job(halving.rung_trial(t, rung), rung.repeats, rung.index)
         rstudy = rung_study(study, [rung])
-        return job.model_copy(update={"profiles": {p: rstudy.profiles[p] for p in rung.profiles}})
+        # the last rung brings the full profiles, capacity ones included, for the first time
+        return job.model_copy(update={"profiles": {p: rstudy.profiles[p] for p in rung.profiles},
+                                      "search_capacity": rung.last})
 
     return halving.run_halving(study, grid, trials, make_job=rung_job, **kw)

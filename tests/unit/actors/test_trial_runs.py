@@ -73,6 +73,30 @@ def test_a_later_pass_ignores_profile_repeats(tmp_path, monkeypatch):
     assert sorted((r.profile, r.repeat) for r in result.runs) == [("a", 0), ("b", 0)]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("search_capacity, searched", [(None, False), (True, True)])
+def test_a_later_pass_searches_capacity_only_when_it_brings_the_profile_first(tmp_path, monkeypatch, search_capacity,
+                                                                              searched):
+    # A --repeats auto pass adds no load to search (None: first pass only); a local search's final
+    # comparison, or halving's last rung, is a later pass that brings the capacity profile first.
+    from farm.study.spec import ProfileSpec
+
+    monkeypatch.setenv("FARM_TEST_NODE_VALUE", "v")
+    study = _study()
+    study.profiles["a"].warmup_requests = 0
+    cap = ProfileSpec.model_validate({"kind": "capacity", "data": {"kind": "synthetic", "prompt_tokens": 16,
+                                                                    "output_tokens": 8},
+                                      "requests": 4, "max_seconds": 60, "slo": {"ttft_p95_ms_max": 5000},
+                                      "capacity": {"over": "concurrency", "ladder": [1], "max_runs": 1}})
+    trial = expand(study, "one")[0].model_copy(update={"profiles": ["a", "cap"]})
+    job = TrialJob(sweep_id="t", trial=trial, engine_spec=study.engines["mock"],
+                   profiles={"a": study.profiles["a"], "cap": cap}, workdir=str(tmp_path / "runs"), first_pass=False,
+                   search_capacity=search_capacity)
+    result = TrialRunner(job).run()
+    assert result.status == Status.ok, result.reason
+    assert [(r.profile, r.load) for r in result.runs if r.profile == "cap"] == ([("cap", 1)] if searched else [])
+
+
 def test_an_engine_variable_the_node_lacks_fails_the_trial_before_the_engine_starts(tmp_path, monkeypatch):
     monkeypatch.delenv("FARM_TEST_NODE_VALUE", raising=False)
     study = _study()
