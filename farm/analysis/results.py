@@ -90,6 +90,9 @@ class RunMetrics(BaseModel):
     itl_median_ms: float | None = None
     itl_p95_ms: float | None = None
     itl_p99_ms: float | None = None
+    timed_token_gaps: float | None = Field(
+        default=None, description="Token gaps the client timed (guidellm's inter_token_latency_ms count): successful "
+                                  "requests x (output tokens - 1) when it timed every token.")
     slo_attainment: float | None = Field(
         default=None, description="guidellm goodput: share of requests meeting the profile's latency SLOs (slo.goodput).")
     goodput_rps: float | None = Field(default=None, description="guidellm goodput: SLO-conforming requests per second.")
@@ -318,6 +321,7 @@ def parse_benchmark(bench: dict, total_requests: int | None = None) -> RunMetric
         itl_median_ms=_stat(m, "inter_token_latency_ms", "median"),
         itl_p95_ms=_stat(m, "inter_token_latency_ms", "p95"),
         itl_p99_ms=_stat(m, "inter_token_latency_ms", "p99"),
+        timed_token_gaps=_stat(m, "inter_token_latency_ms", "count"),
         slo_attainment=m.get("slo_attainment"),
         goodput_rps=_stat(m, "request_goodput", "mean"),
     )

@@ -84,9 +84,20 @@ def _tpot_why(m: dict, implied: float, n: float) -> str:
                 f"request's first chunk only, as a client that reads no `reasoning` deltas does when a "
                 f"`--reasoning-parser` streams the whole answer as reasoning (bench/reasoning/README.md)")
     if tpot < implied:
-        return (f"the TPOT column is {implied / tpot:.1f} x too small for the run's own latency: its client timed fewer "
-                f"tokens than the run generated, as one that reads no `reasoning` deltas does for the requests "
-                f"whose reasoning never ended (bench/reasoning/README.md)" + (f"; its ITL, {itl:.2f} ms, likewise" if itl else ""))
+        head = f"the TPOT column is {implied / tpot:.1f} x too small for the run's own latency: "
+        gaps, ok = m.get("timed_token_gaps"), m.get("successful_requests")
+        if gaps and ok and abs(gaps - ok * (n - 1)) <= 0.01 * ok * (n - 1):
+            # every token was timed: what is left is the time from a request's last token to its end
+            return head + (f"the client timed every token ({gaps:.0f} gaps), so the requests ended "
+                           f"~{(implied - tpot) * (n - 1):.0f} ms after their last token on average (the end of the "
+                           f"stream, which the latency counts and TPOT, as vLLM's, does not): a slow server's finish, "
+                           f"not a TPOT error")
+        fewer = (f" (it timed {gaps:.0f} token gaps of {ok * (n - 1):.0f})" if gaps and ok else
+                 " (or the requests ended well after their last token: this run does not say how many tokens its "
+                 "client timed)")
+        return head + (f"its client timed fewer tokens than the run generated{fewer}, as one that reads no `reasoning` "
+                       f"deltas does for the requests whose reasoning never ended (bench/reasoning/README.md)"
+                       + (f"; its ITL, {itl:.2f} ms, likewise" if itl else ""))
     if abs(tpot - latency_ms / n) <= 0.02 * tpot:
         return (f"the TPOT column is latency / output tokens ({latency_ms / n:.2f} ms), the first token's wait "
                 f"included: the client's time per output token, not TPOT as vLLM and SGLang define it")

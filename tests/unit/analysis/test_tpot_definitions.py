@@ -109,3 +109,29 @@ def test_every_per_run_check_fires_on_real_anomalies_of_the_seed_and_none_on_the
     h200 = report_for(read_results_file(REPO / "bench/h200/results.json"), load_study(REPO / "configs/h200-dummy.yaml"))
     assert not per_run & {w.code for w in h200.warnings}, [w.message for w in h200.warnings if w.code in per_run]
     assert len([n for n in h200.notes if "peak output rate" in n]) == 1  # a note, said once
+
+
+def _record(report, profile="generation"):
+    from farm.analysis.records import RunRecord
+
+    metrics, _ = parse_report(report.read_text())
+    return RunRecord(id="r", trial="t", engine="vllm", model="m", flags={}, profile=profile,
+                     metrics=metrics.model_dump(exclude_none=True))
+
+
+def test_a_run_whose_client_timed_every_token_is_told_apart_from_one_that_timed_fewer():
+    # A real vLLM CPU run (2 loaded cores, 16 streams of 128 tokens): every token was timed (64 x
+    # 127 gaps), and the requests ended ~0.4 s after their last token; not a client that missed tokens.
+    rec = _record(REPO / "tests/fixtures/guidellm-0.8.1-vllm-cpu-report.json")
+    assert rec.metrics["timed_token_gaps"] == 64 * 127
+    (w,) = check_tpot(rec, 128)
+    assert "timed every token (8128 gaps)" in w.message and "after their last token" in w.message
+    assert "reasoning" not in w.message
+    # the same run had its client timed half the tokens: the other explanation, with the count
+    rec.metrics["timed_token_gaps"] = 64 * 127 / 2
+    (w,) = check_tpot(rec, 128)
+    assert "timed fewer tokens than the run generated (it timed 4064 token gaps of 8128)" in w.message
+    # a run stored before farm kept the count (the seed's, older sweeps): both causes, said as such
+    del rec.metrics["timed_token_gaps"]
+    (w,) = check_tpot(rec, 128)
+    assert "this run does not say how many tokens its client timed" in w.message
