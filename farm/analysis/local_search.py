@@ -402,6 +402,12 @@ class ProfileDelta(_Strict):
     ci_high_pct: float | None = None
     p_holm: float | None = None
     significant: bool | None = None
+    capacity_search: bool = Field(default=False, description="A capacity profile: its runs are a search over loads, "
+                                  "compared by capacity (the report's capacity table), not by a mean throughput.")
+
+
+def _searched(results: Sequence[TrialResult], index: int, profile: str) -> bool:
+    return any(r.load is not None for res in results for r in res.runs if r.pass_index == index and r.profile == profile)
 
 
 def final_comparison(p: SearchPlan, results: Sequence[TrialResult], confidence: float = 1 - FAMILY_ALPHA) -> list[ProfileDelta]:
@@ -410,6 +416,10 @@ def final_comparison(p: SearchPlan, results: Sequence[TrialResult], confidence: 
         return []
     rows, tests = [], []
     for name in p.rung.profiles:
+        if _searched(results, p.rung.index, name):
+            # runs at different loads: their mean throughput compares nothing (nor enters Holm's family)
+            rows.append(ProfileDelta(profile=name, start_runs=0, pick_runs=0, capacity_search=True))
+            continue
         profile_rung = p.rung.model_copy(update={"primary": name})
         s = samples_of(results, profile_rung)
         a, b = s.get(p.incumbent, []), s.get(p.start, [])

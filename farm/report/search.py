@@ -39,6 +39,10 @@ def local_search_lines(note: LocalSearchNote) -> list[str]:
                 f"{name(p.start)} is not measured yet)", *path]
     rows = []
     for d in note.final:
+        if d.capacity_search:
+            rows.append(f"  {d.profile}: a capacity search (runs at several loads): compared by the most load each "
+                        f"holds under the profile's SLO, in its capacity table, not by a mean throughput")
+            continue
         if d.ci_low_pct is None:
             rows.append(f"  {d.profile}: {name(p.incumbent)} {'n/a' if d.relative_pct is None else f'{d.relative_pct:+.2f} %'} "
                         f"against your command ({d.pick_runs} vs {d.start_runs} runs: no interval)")
@@ -48,7 +52,7 @@ def local_search_lines(note: LocalSearchNote) -> list[str]:
                     f"{d.p_holm:.3g}, {mark} ({d.pick_mean:,.1f} vs {d.start_mean:,.1f} total tok/s, "
                     f"{d.pick_runs} vs {d.start_runs} runs)")
     return [f"Your command ({name(p.start)}) against farm's pick ({name(p.incumbent)}), on every profile "
-            f"(95 % intervals, Holm over {len(note.final)} profiles):", *rows, *path]
+            f"(95 % intervals, Holm over {sum(not d.capacity_search for d in note.final)} profiles):", *rows, *path]
 
 
 def _sections(report: Report) -> list[tuple[str, list[tuple[str | None, list[str]]]]]:

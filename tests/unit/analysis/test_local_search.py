@@ -149,3 +149,25 @@ def test_a_budget_short_of_a_whole_step_races_what_it_pays_for_and_says_what_was
     p = _plan("mock-a", trials, results, budget=0.03, est=est)
     assert p.done and p.stop == "budget" and "1 were not raced for want of budget" in p.reason
     assert any("not raced (budget): mock-d" in line for line in ls.path_lines(p))
+
+
+def test_a_capacity_profile_in_the_final_comparison_is_no_throughput_delta():
+    # The vLLM CPU search (bench/vllm-cpu/from-command/): its capacity profile's runs are a search
+    # over loads; their mean throughput said "-29.6 %" for two trials of the same capacity.
+    trials = _grid({"x": [1, 2]})
+    by = {t.id: t for t in trials}
+    results = [_result(by["mock-1"], [(1, STEP, v) for v in (100, 101, 99)] + [(2, PRIMARY, v) for v in (100, 102, 98)]),
+               _result(by["mock-2"], [(1, STEP, v) for v in (150, 151, 149)] + [(2, PRIMARY, v) for v in (150, 153, 147)])]
+    for res, tps in zip(results, (600.0, 400.0)):
+        res.runs.extend(ProfileRun(profile="gen", repeat=i, status=Status.ok, metrics=_metrics(tps * load), pass_index=2,
+                                   load=load) for i, load in enumerate((1, 4)))
+    p = _plan("mock-1", trials, results)
+    rows = {d.profile: d for d in ls.final_comparison(p, results)}
+    assert rows["gen"].capacity_search and rows["gen"].relative_pct is None and rows["gen"].p_holm is None
+    # the throughput profile alone is Holm's family: its p is its own test's
+    assert rows[PRIMARY].significant and not rows[PRIMARY].capacity_search
+    from farm.report.search import local_search_lines
+    from farm.report.models import LocalSearchNote
+
+    text = "\n".join(local_search_lines(LocalSearchNote(sweep_id="s", plan=p, final=list(rows.values()), labels={})))
+    assert "Holm over 1 profiles" in text and "gen: a capacity search" in text and "-" not in text.split("gen:")[1][:40]
