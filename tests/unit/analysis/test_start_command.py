@@ -107,8 +107,9 @@ def test_from_the_seeds_command_the_h200_search_races_one_knob_at_a_time():
                            "knob:max_batched_tokens", "knob:max_running_requests"])
 
 
-@pytest.mark.parametrize("typed", [".models/tiny-qwen3-moe", "./.models/tiny-qwen3-moe", "../main/.models/tiny-qwen3-moe",
-                                   "tiny-qwen3-moe"])
+# (from a sibling folder the user types ../<checkout>/...: the checkout's own name, whatever it is)
+@pytest.mark.parametrize("typed", [".models/tiny-qwen3-moe", "./.models/tiny-qwen3-moe",
+                                   f"../{REPO.name}/.models/tiny-qwen3-moe", "tiny-qwen3-moe"])
 def test_a_local_model_typed_as_the_shell_sees_it_is_the_grids_model(typed):
     # the user's command as they run it from the repository: the study resolved the same
     # directory against its own file (an absolute path)
