@@ -608,8 +608,8 @@ def ray_token_source() -> str | None:
     return "~/.ray/auth_token" if Path("~/.ray/auth_token").expanduser().exists() else None
 
 
-RAY_TOKEN_MISSING = ("requires a token: set RAY_AUTH_TOKEN or copy ~/.ray/auth_token from the head "
-                     "(`ray get-auth-token` there)")
+RAY_TOKEN_HOW = "set RAY_AUTH_TOKEN or copy ~/.ray/auth_token from the head (`ray get-auth-token` there)"
+RAY_TOKEN_MISSING = f"requires a token: {RAY_TOKEN_HOW}"
 
 
 def check_ray_token_sources(option: str) -> None:

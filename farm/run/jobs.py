@@ -37,7 +37,7 @@ import yaml
 
 from farm.errors import UserError
 from farm.headcheck import MARK
-from farm.inputs import check_ray_token_sources, env_tracking_uri, ray_token_source
+from farm.inputs import RAY_TOKEN_HOW, check_ray_token_sources, env_tracking_uri, ray_token_source
 from farm.store import schema
 from farm.study.load import DEFAULT_CONFIG, _read_yaml
 
@@ -91,8 +91,7 @@ def enable_client_token(key: str = KEY) -> bool:
     if mode is not None:
         if mode.lower() == "token" and ray_token_source() is None:
             # Ray's token loader aborts the whole process (a C++ check) when token mode has no token
-            raise UserError("is 'token', but this machine has no cluster token: set RAY_AUTH_TOKEN or copy "
-                            "~/.ray/auth_token from the head (`ray get-auth-token` there)", key="RAY_AUTH_MODE")
+            raise UserError(f"is 'token', but this machine has no cluster token: {RAY_TOKEN_HOW}", key="RAY_AUTH_MODE")
         return mode.lower() == "token"
     from ray._raylet import AuthenticationTokenLoader, Config  # ray (seconds): only with a cluster address
 
