@@ -210,6 +210,55 @@ def auto_samples(results: "Results", settings: "SelectionSettings") -> tuple[dic
     return samples, complexity, baseline
 
 
+def pass_from_stored(stored: Sequence["TrialResult"], study: Study, grid: str, sweep_id: str, *,
+                     before: int | None = None) -> PassPlan:
+    """The next pass of `--repeats auto` from a sweep's stored trial results. `before=N` plans from
+    the runs made before pass N alone: what pass N was planned to run, recomputed (the plan is a
+    function of those runs and the study, so it comes out as it did then)."""
+    from farm.analysis.records import records_from_trials  # records imports this module's neighbours
+    from farm.analysis.select import settings_for
+    from farm.errors import UserError
+
+    if before is not None:
+        stored = [r.model_copy(update={"runs": [x for x in r.runs if x.pass_index < before]}) for r in stored]
+    records = records_from_trials(list(stored), study, grid=grid, sweep_id=sweep_id)
+    try:
+        settings = settings_for(records, study, grid=grid)
+    except UserError as exc:  # e.g. no run on the primary profile: nothing to refine
+        return PassPlan(done=True, reason=exc.reason)
+    samples, complexity, baseline = auto_samples(records, settings)
+    runs = [run for r in stored for run in r.runs]
+    first = sum(1 for run in runs if run.pass_index == 1)
+    # A later pass runs the primary profile alone (pass_trial): one run a repeat.
+    return next_pass(samples, cost_per_repeat={r.trial.id: 1 for r in stored},
+                     passes_done=max((run.pass_index for run in runs), default=1), spent=len(runs),
+                     budget=default_budget(study.max_runs, first), baseline=baseline,
+                     complexity=complexity, alpha=settings.alpha)
+
+
+def unfinished_pass(stored: Sequence["TrialResult"], study: Study, grid: str, sweep_id: str) -> PassPlan | None:
+    """The rest of the latest pass, when a lost machine (a GPU lease ending) stopped it after some of
+    its trials: the trials its plan named that have no run of it yet. None when it was finished.
+
+    Without this a resumed sweep would plan the next pass over the trials that did get their runs
+    and leave the others with fewer, the opposite of what the pass was for."""
+    latest = max((run.pass_index for r in stored for run in r.runs), default=1)
+    if latest < 2:
+        return None
+    planned = pass_from_stored(stored, study, grid, sweep_id, before=latest)
+    if planned.done or planned.pass_index != latest:
+        return None
+    have = {r.trial.id for r in stored if any(run.pass_index == latest for run in r.runs)}
+    missing = [t for t in planned.trials if t not in have]
+    if not missing:
+        return None
+    spent = sum(len(r.runs) for r in stored)
+    return planned.model_copy(update={
+        "trials": missing, "runs": planned.repeats * len(missing), "spent": spent,
+        "reason": f"pass {latest} was stopped before {len(missing)} of its {len(planned.trials)} trial(s) ran: "
+                  f"{planned.repeats} more repeats for {', '.join(missing)} first"})
+
+
 # --------------------------------------------------------------------------------------
 # merging a later pass into its trial
 

@@ -141,11 +141,25 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
             note = (f"resume of sweep {resume}: {len(done)} trial(s) finished, not run again"
                     + (f" ({', '.join(t.label for t in done[:8])}{', ...' if len(done) > 8 else ''})" if done else "")
                     + f"; {len(trials)} to run, listed below")
-            if (repeats or study.repeats) == "auto" or study.strategy in ("halving", "local"):
-                note += (f"; {'--repeats auto' if study.strategy == 'grid' else 'the ' + study.strategy + ' strategy'} "
-                         f"plans its further runs from the stored results when it runs")
+            if study.strategy == "grid" and (repeats or study.repeats) == "auto":
+                # the pass it would run next, planned from the stored results as the sweep will plan it
+                from farm.analysis import plan
+                from farm.run.sweep_view import readable_ids
+                from farm.store.tracking import load_results
+
+                nxt = plan.unfinished_pass(stored := load_results(uri, resume), study, grid, resume) \
+                    or plan.pass_from_stored(stored, study, grid, resume)
+                names = {t.id: t.label for t in expand(study, grid)} | {r.trial.id: r.trial.label for r in stored}
+                note += ("; --repeats auto: " + (f"no further pass ({nxt.reason})" if nxt.done else
+                         f"pass {nxt.pass_index} runs the primary profile {nxt.repeats} more times on "
+                         f"{len(nxt.trials)} trial(s), {nxt.runs} runs, {nxt.spent + nxt.runs} of a budget of {nxt.budget}: "
+                         f"{nxt.reason}"))
+                note = readable_ids(note, names)
+            elif study.strategy in ("halving", "local"):
+                note += f"; the {study.strategy} strategy plans its further runs from the stored results when it runs"
             if not trials:
-                print(note.replace("; 0 to run, listed below", "") + ("" if "plans" in note else "; nothing is left to run"))
+                print(note.replace("; 0 to run, listed below", "")
+                      + ("" if "plans" in note or "--repeats auto: pass" in note else "; nothing is left to run"))
                 return
         elif tracking_uri:  # the estimate at the durations an earlier sweep of the study measured
             from farm.run.estimate import previous_durations  # mlflow: only when a store is named

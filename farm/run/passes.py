@@ -21,10 +21,7 @@ from pathlib import Path
 import ray
 
 from farm.analysis import plan
-from farm.analysis.records import records_from_trials
-from farm.analysis.select import settings_for
 from farm.store import tracking
-from farm.errors import UserError
 from farm.analysis.outcome import TRANSIENT
 from farm.analysis.results import Status, TrialResult
 from farm.study.spec import Study
@@ -55,23 +52,13 @@ def run_auto(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str,
     plans: list[plan.PassPlan] = []
     # Judged as an auto sweep (alpha per look) even when called with a study that says otherwise.
     study = study if plan.is_auto(study.repeats) else study.model_copy(update={"repeats": "auto"})
+    finishing = True  # the rest of an interrupted pass comes first, once (it may fail again)
     while True:
         stored = tracking.load_results(tracking_uri, sweep_id)
-        records = records_from_trials(stored, study, grid=grid, sweep_id=sweep_id)
-        try:
-            settings = settings_for(records, study, grid=grid)
-        except UserError as exc:  # e.g. no run on the primary profile: nothing to refine
-            p = plan.PassPlan(done=True, reason=exc.reason)
-            on_pass(p)
-            return plans + [p]
-        samples, complexity, baseline = plan.auto_samples(records, settings)
-        runs = [run for r in stored for run in r.runs]
-        first = sum(1 for run in runs if run.pass_index == 1)
-        # A later pass runs the primary profile alone (plan.pass_trial): one run a repeat.
-        p = plan.next_pass(samples, cost_per_repeat={r.trial.id: 1 for r in stored},
-                           passes_done=max((run.pass_index for run in runs), default=1), spent=len(runs),
-                           budget=plan.default_budget(study.max_runs, first), baseline=baseline,
-                           complexity=complexity, alpha=settings.alpha)
+        p = plan.unfinished_pass(stored, study, grid, sweep_id) if finishing else None
+        finishing = False
+        if p is None:
+            p = plan.pass_from_stored(stored, study, grid, sweep_id)
         plans.append(p)
         on_pass(p)
         if p.done:

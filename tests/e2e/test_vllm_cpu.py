@@ -81,6 +81,12 @@ def test_sweep_of_a_real_vllm(sweep):
         assert res["status"] == "ok", res["reason"]
         assert res["engine_version"] and res["engine_version"].startswith("0.")
         for run in res["runs"]:
+            if run["profile"] == "capacity" and run["status"] != "ok":
+                # a load past what 2 shared cores serve within the run's limits is a point of the
+                # search (it broke the SLO), not a failed trial: it says why; the capacity test reads it
+                assert run["reason"], run
+                continue
+            assert run["status"] == "ok", run
             m = run["metrics"]
             assert m["total_tps"] > 0 and m["ttft_mean_ms"] > 0 and m["tpot_mean_ms"] > 0
             assert m["successful_requests"] > 0
@@ -135,7 +141,11 @@ def test_a_capacity_search_runs_on_a_real_vllm(sweep, tmp_path):
         assert runs[0]["load"] == spec.ladder[0] and len(runs) <= spec.max_runs
         verdict = capacity.verdict(spec, points)
         label = res["trial"]["name"] or res["trial"]["id"]
-        row = next(line for line in report.splitlines() if line.startswith(f"| {label}") and "| " in line)
+        # the capacity table's row whose first cell is this trial (`max-num-seqs=1` is a prefix of
+        # `max-num-seqs=16`: a prefix match once read the other trial's row)
+        section = report.split("## Capacity under the SLO: capacity", 1)[1]
+        row = next(line for line in section.splitlines()
+                   if line.startswith("| ") and line.split(" | ")[0][2:].removesuffix(" (recommended)") == label)
         shown = f"{verdict.capacity:g}" if verdict.capacity is not None else "none"
         assert row.split(" | ")[1].strip() == shown and verdict.interval_text in row, (row, verdict)
         for p in points:  # every load tried is on its curve

@@ -48,3 +48,44 @@ def test_a_dry_run_of_a_resume_shows_what_the_resume_would_run(tmp_path):
     missing = run_farm("sweep", "--config", config, "--grid", "seed", "--resume", "a" * 32,
                        "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}", "--dry-run", cwd=tmp_path)
     assert missing.returncode == 2 and not (tmp_path / "none.db").exists()
+
+
+def test_an_auto_resume_finishes_the_pass_a_lost_machine_stopped_before_the_next(tmp_path):
+    """The committed H200 sweep's pass 2 (2 more runs on the primary profile for all five trials)
+    lost its machine after three of them: resumed, it runs the two left, not a pass 3 over the three
+    that already have their runs."""
+    import tarfile
+
+    from farm.analysis import plan
+    from farm.store.tracking import load_results
+    from farm.study.load import load_study
+
+    with tarfile.open(REPO / "bench/h200/store.tgz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    uri, sweep = f"sqlite:///{tmp_path / 'mlflow.db'}", "aa0e8ed837734ac3bb3a11f5178e8f9e"
+    study = load_study(REPO / "configs/h200-dummy.yaml").model_copy(update={"repeats": "auto"})
+    stored = load_results(uri, sweep)
+    ran = {r.trial.label for r in stored if any(x.pass_index == 2 for x in r.runs)}
+    planned = plan.pass_from_stored(stored, study, "seed", sweep, before=2)
+    names = {r.trial.id: r.trial.label for r in stored}
+    # pass 2's plan, recomputed from the runs before it, is the one that ran: its first trials are
+    # those with pass-2 runs, leader first
+    assert [names[t] for t in planned.trials[:len(ran)]] == ["step2_prefix_cache", "step3_performance_mode", "step1_quant_fp8"]
+    assert set(names[t] for t in planned.trials[:len(ran)]) == ran
+    rest = plan.unfinished_pass(stored, study, "seed", sweep)
+    assert rest is not None and rest.pass_index == 2 and rest.repeats == 2
+    assert [names[t] for t in rest.trials] == [names[t] for t in planned.trials[len(ran):]]
+    assert set(names[t] for t in rest.trials) == {"engine_vllm_default", "step4_kv_cache_fp8"}
+
+    config = str(REPO / "configs/h200-dummy.yaml")
+    proc = run_farm("sweep", "--config", config, "--grid", "seed", "--resume", sweep, "--tracking-uri", uri,
+                    "--repeats", "auto", "--dry-run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert ("--repeats auto: pass 2 runs the primary profile 2 more times on 2 trial(s), 4 runs"
+            in proc.stdout), proc.stdout
+    assert "engine_vllm_default, step4_kv_cache_fp8 first" in proc.stdout
+    spent = sum(len(r.runs) for r in stored)
+    short = run_farm("sweep", "--config", config, "--grid", "seed", "--resume", sweep, "--tracking-uri", uri,
+                     "--repeats", "auto", "--run-budget", str(spent + 1), "--dry-run", cwd=tmp_path)
+    assert short.returncode == 0, short.stderr
+    assert "--repeats auto: no further pass (run budget spent" in short.stdout, short.stdout
