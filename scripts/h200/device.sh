@@ -21,8 +21,9 @@
 # carries them to the next machine, where `run` puts them together (every part's sha256 checked)
 # into $B/packs before the sweep starts, so each group measured before starts warm there.
 #
-# FARM_H200_FIRST_ONLY=1 runs only the grid's first trials (sweep-job.sh), so a later call can
-# use the GPU for something else without stopping a sweep midway.
+# FARM_H200_FIRST_ONLY=1 runs only the grid's first trials (sweep-job.sh), and FARM_H200_NEXT_ONLY=1
+# only the FARM_H200_NEXT trials of a resumed sweep, so a later call can use the GPU for something
+# else (another grid) without stopping a sweep midway.
 #
 # Bundles: farm-node always; engine-vllm for grid seed and as farm-node's base (farm-node was
 # resolved against it: pydantic, fastapi, ... come from that tree); engine-sglang for grid sglang.

@@ -83,8 +83,12 @@ if [ -n "${FARM_H200_NEXT:-}" ]; then
 fi
 # FARM_H200_RESUME_ARGS="--repeats auto --run-budget N": options of this resume, e.g. the later
 # passes of --repeats auto on the primary profile for the trials whose intervals still overlap.
-# shellcheck disable=SC2086
-farm sweep "${common[@]}" --resume "$(cat "$idfile")" ${FARM_H200_RESUME_ARGS:-}
+# FARM_H200_NEXT_ONLY=1 stops after the FARM_H200_NEXT trials, so that the next call can give the
+# GPU to another grid's sweep at a trial's end rather than losing a trial in flight.
+if [ "${FARM_H200_NEXT_ONLY:-0}" != 1 ]; then
+  # shellcheck disable=SC2086
+  farm sweep "${common[@]}" --resume "$(cat "$idfile")" ${FARM_H200_RESUME_ARGS:-}
+fi
 suffix=""; [ "$grid" = seed ] || suffix="-$grid"
 farm report "$(cat "$idfile")" --tracking-uri "sqlite:///$B/store/mlflow.db" --format markdown --out "$B/store/report$suffix" \
   > "$B/store/report$suffix.md"
