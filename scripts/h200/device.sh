@@ -3,6 +3,7 @@
 # machine while it stays warm (its /tmp lives as long as the machine).
 #
 #   bash scripts/h200/device.sh stage            # copy the carried bundle parts into /tmp (one call per ~56 MiB)
+#   bash scripts/h200/device.sh prepare          # install what is complete and restore the store; no sweep
 #   bash scripts/h200/device.sh run SECONDS      # install what is complete, start (or keep) the sweep, wait;
 #                                                # the call ends SECONDS after it began (keep it under 580)
 #   FARM_H200_GRID=sglang bash scripts/h200/device.sh run SECONDS   # the SGLang grid (engine-sglang bundle)
@@ -201,6 +202,7 @@ run() {
     tar -xzf "$store_tgz" -C "$B/store"   # resume what an earlier machine measured
     echo "store restored from ${store_tgz#"$REPO/"} (sweep $(cat "$B/store/sweep-id" 2>/dev/null))"
   fi
+  if [ "${PREPARE_ONLY:-0}" = 1 ]; then echo "prepared: bundles installed, store restored; no sweep started"; return 0; fi
   if [ -f "$B/job.pid" ] && kill -0 "$(cat "$B/job.pid")" 2>/dev/null; then
     echo "sweep already running (pid $(cat "$B/job.pid"))"
   else
@@ -230,8 +232,11 @@ run() {
 case "${1:-}" in
   stage) stage ;;
   run) stage; run "${2:-540}" ;;
+  # installs, engine facts and the store, without a sweep (~100 s on a fresh machine): the next
+  # `run` starts its trial at once, so a trial of up to ~9 minutes ends within that one call
+  prepare) stage; PREPARE_ONLY=1 run 0 ;;
   start-only) stage; start_only "${2:?trial name}" ;;
   packs-out) packs_out "${2:-0}" ;;
   packs-in) stage; packs_in ;;   # what `run` does first; alone for a check
-  *) echo "usage: $0 stage | run [SECONDS] | start-only TRIAL | packs-out [FIRST] | packs-in" >&2; exit 2 ;;
+  *) echo "usage: $0 stage | prepare | run [SECONDS] | start-only TRIAL | packs-out [FIRST] | packs-in" >&2; exit 2 ;;
 esac

@@ -111,3 +111,30 @@ def test_a_machine_without_packs_sends_nothing(tmp_path):
     (tmp_path / "repo").mkdir()
     said = _sh(DEVICE, "packs-out", cwd=tmp_path / "repo", machine=tmp_path / "m", out=tmp_path / "o")
     assert "no pack" in said and not any((tmp_path / "o").iterdir())
+
+
+def test_prepare_restores_the_store_and_starts_no_sweep(tmp_path):
+    """`device.sh prepare` readies a fresh machine (installs, the carried store) without starting
+    the sweep, so the `run` after it starts its trial at once and a trial of ~9 minutes fits in
+    that one call: a machine lost between calls then costs no trial in flight."""
+    import tarfile
+
+    machine, repo = tmp_path / "h200", tmp_path / "repo"
+    for name in ("farm-node", "engine-vllm"):  # installed by an earlier call of this machine
+        (machine / "tree" / name).mkdir(parents=True)
+        (machine / "tree" / name / ".installed").touch()
+    (machine / "facts" / "vllm").mkdir(parents=True)
+    (machine / "facts" / "vllm" / "help.txt").write_text("--help of an earlier call\n")
+    (repo / ".h200").mkdir(parents=True)
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "mlflow.db").write_bytes(b"SQLite format 3\x00")
+    (store / "sweep-id").write_text("a" * 32 + "\n")
+    with tarfile.open(repo / ".h200" / "store.tgz", "w:gz") as tar:
+        for f in store.iterdir():
+            tar.add(f, arcname=f.name)
+    said = _sh(DEVICE, "prepare", cwd=repo, machine=machine)
+    assert f"store restored from .h200/store.tgz (sweep {'a' * 32})" in said
+    assert "no sweep started" in said
+    assert (machine / "store" / "mlflow.db").is_file()
+    assert not (machine / "job.pid").exists() and not (machine / "sweep.log").exists()
