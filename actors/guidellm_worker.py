@@ -56,14 +56,16 @@ def _to_log(path: str) -> None:
 def serve(reply_fd: int) -> int:
     import multiprocessing
 
-    os.environ["GUIDELLM__MP_CONTEXT_TYPE"] = "forkserver"
-    multiprocessing.set_forkserver_preload(FORKSERVER_PRELOAD)
-    # Load guidellm and start the forkserver before the first request: the actor starts this
-    # process beside the engine, so the imports overlap the engine's start instead of a run.
-    import guidellm.benchmark  # noqa: F401
     from multiprocessing import forkserver
 
+    os.environ["GUIDELLM__MP_CONTEXT_TYPE"] = "forkserver"
+    multiprocessing.set_forkserver_preload(FORKSERVER_PRELOAD)
+    # Start the forkserver, then load guidellm here, before the first request: the actor starts
+    # this process beside the engine, so the imports overlap the engine's start instead of a run.
+    # The forkserver imports its preload by itself, beside this process's own import of guidellm
+    # rather than after it: a run's first worker waits for the forkserver's imports.
     forkserver.ensure_running()
+    import guidellm.benchmark  # noqa: F401
     with os.fdopen(reply_fd, "w", buffering=1) as reply:
         for line in sys.stdin:
             request = json.loads(line)
