@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -77,9 +78,11 @@ def _client_env() -> dict[str, str]:
     return env
 
 
-def _wait(proc: subprocess.Popen, done, *, started: float, timeout_s: float, engine_alive, cancelled) -> bool:
+def _wait(proc: subprocess.Popen, done, *, started: float, timeout_s: float, engine_alive, cancelled,
+          replies=None) -> bool:
     """Poll until `done()`, the client process exits, the time limit passes (-> True: timed out),
-    the trial is cancelled, or the engine has been dead for 20 s."""
+    the trial is cancelled, or the engine has been dead for 20 s. With `replies` (the client's
+    reply pipe) a reply ends the wait as it comes, not at the next 0.1 s tick."""
     engine_gone_at: float | None = None
     while not done() and proc.poll() is None:
         now = time.monotonic()
@@ -93,7 +96,10 @@ def _wait(proc: subprocess.Popen, done, *, started: float, timeout_s: float, eng
         # report, then stop waiting for it.
         if engine_gone_at is not None and now - engine_gone_at > 20:
             return False
-        time.sleep(0.1)
+        if replies is None:
+            time.sleep(0.1)
+        elif select.select([replies], [], [], 0.1)[0] and not done():
+            time.sleep(0.1)  # readable with no reply in it: the pipe's end, the client is exiting
     return False
 
 
@@ -174,7 +180,7 @@ class ClientSession:
         except (BrokenPipeError, OSError):
             pass  # the client died; its exit code is the outcome
         timed_out = _wait(proc, replied, started=started, timeout_s=timeout_s, engine_alive=engine_alive,
-                          cancelled=cancelled)
+                          cancelled=cancelled, replies=self._replies)
         if reply:
             returncode: int | None = json.loads(reply[0]).get("rc", 1)
         else:

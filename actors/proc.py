@@ -47,6 +47,9 @@ FATAL_GRACE_S = 15.0
 # What of the log the fatal check reads (the start's end; a start log runs to a few hundred KB).
 FATAL_SCAN_BYTES = 512 * 1024
 FATAL_SCAN_EVERY_S = 2.0
+# How often readiness is asked for: the recorded start time is as exact as this, and a start is
+# over this much later on average. Asking a port nobody listens on yet costs microseconds.
+READY_POLL_S = 0.1
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -151,7 +154,7 @@ class EngineProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def wait_ready(self, url: str, timeout_s: float, interval_s: float = 0.5, *,
+    def wait_ready(self, url: str, timeout_s: float, interval_s: float = READY_POLL_S, *,
                    fatal: Callable[[str], object | None] | None = None, fatal_grace_s: float = FATAL_GRACE_S) -> float:
         """Seconds until `url` answered 200; raises EngineExited, ReadyTimeout, or FatalInLog when
         `fatal(log_text)` names a failure and the engine neither exits nor gets ready within

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from actors.proc import EngineExited, EngineProcess, ReadyTimeout, clean_env, free_port
+from actors.watchdog import group_alive, group_exists
 from sweeptools import HANG_S, wait_until
 
 
@@ -147,6 +148,26 @@ def test_an_engine_given_secrets_logs_everything_up_to_its_end(tmp_path):
     assert eng.stop() == 4
     lines = (tmp_path / "e.log").read_text().splitlines()
     assert len(lines) == 2000 and lines[-1] == "line 1999 ***"
+
+
+def test_a_group_whose_processes_all_exited_is_gone_before_they_are_reaped(tmp_path):
+    # An engine's helper re-parented to init stays a zombie until init reaps it (seconds on some
+    # machines, never where PID 1 reaps nothing): stopping the engine does not wait for that.
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    exited = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    try:
+        wait_until(lambda: _state(exited.pid) == "Z", HANG_S, what="the child to exit")
+        assert group_exists(exited.pid) and not group_alive(exited.pid)  # only its zombie is left
+        assert group_alive(running.pid)
+    finally:
+        running.kill()
+        running.wait()
+        exited.wait()
+    assert not group_exists(exited.pid) and not group_alive(exited.pid)
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 def test_engine_environment_has_no_ray_variables():
