@@ -51,3 +51,28 @@ def _medians(starts: dict[str, dict[str, tuple[float, bool | None]]], kind) -> d
         if seconds:
             out[engine] = round(statistics.median(seconds), 2)
     return out
+
+
+def merge_durations(measured: list[MeasuredDurations | None]) -> MeasuredDurations | None:
+    """One estimate from several sweeps' durations, the first (newest, or the resumed sweep's own)
+    first: each profile's run and each engine's start (cold, warm, any) from the first sweep that
+    measured it. A sweep that ran only some profiles (a warm-start check on a short profile, a
+    search's short rungs) then leaves the others to the sweeps that ran them, instead of to the
+    study's `max_seconds` (a local search on the H200 once priced a raced trial at 0.5 GPU-hours
+    for a primary profile whose runs take 100 s)."""
+    present = [m for m in measured if m is not None]
+    if not present:
+        return None
+    first, merged = present[0], present[0].model_copy(deep=True)
+    for m in present[1:]:
+        added = False
+        for field in ("start_s", "cold_start_s", "warm_start_s", "profile_s"):
+            mine = getattr(merged, field)
+            for key, value in getattr(m, field).items():
+                if key not in mine:
+                    mine[key] = value
+                    added = True
+        if added:
+            merged.also.append(m.source)
+            merged.runs += m.runs
+    return merged if merged.also else first

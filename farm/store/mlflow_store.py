@@ -41,15 +41,20 @@ class MlflowStore:
 
     def latest_sweep(self, study: str | None = None, exclude: str | None = None) -> str:
         """The newest sweep in the store (of study `study`, when given; other than `exclude`)."""
+        ids = self.sweep_ids(study, exclude=exclude, limit=1)
+        if not ids:
+            raise UserError(f"no sweep{f' of study {study}' if study else ''} in {self.uri}", key=self.key)
+        return ids[0]
+
+    def sweep_ids(self, study: str | None = None, exclude: str | None = None, limit: int = 10) -> list[str]:
+        """The newest `limit` sweeps in the store, newest first (of study `study`, when given; other
+        than `exclude`)."""
         c = tracking.client(self.uri)
         exps = [e.experiment_id for e in c.search_experiments()]
         where = S.sweeps_filter() + (f" and tags.`{S.STUDY_TAG}` = '{study}'" if study else "")
         runs = c.search_runs(exps, filter_string=where, order_by=["attributes.start_time DESC"],
-                             max_results=2 if exclude else 1) if exps else []
-        runs = [r for r in runs if r.info.run_id != exclude]
-        if not runs:
-            raise UserError(f"no sweep{f' of study {study}' if study else ''} in {self.uri}", key=self.key)
-        return runs[0].info.run_id
+                             max_results=limit + (1 if exclude else 0)) if exps else []
+        return [r.info.run_id for r in runs if r.info.run_id != exclude][:limit]
 
     def sweep(self, sweep_id: str | None = None) -> SweepInfo | None:
         sweep_id = self._id(sweep_id)

@@ -234,6 +234,9 @@ class MeasuredDurations(BaseModel):
         default_factory=dict, description="Engine -> median start of those that found the node's compile cache warm.")
     profile_s: dict[str, float] = Field(description="Profile -> median seconds one run of it held its trial.")
     runs: int = Field(description="Runs the medians are taken over.")
+    also: list[str] = Field(default_factory=list, description=(
+        "Earlier sweeps that measured what `source` did not (a profile, an engine's cold or warm start), "
+        "newest first."))
 
 
 class GridCost(BaseModel):
@@ -381,6 +384,8 @@ def grid_costs(study: Study, expanded: Mapping[str, list[Trial]] | None = None,
             continue
         partial = not (profiles <= set(measured.profile_s) and engines <= set(measured.start_s))
         out[name] = grid_cost(study, name, durations, run_overhead_s=0.0, trials=trials, measured=measured,
-                              durations_from=f"durations measured in sweep {measured.source} ({measured.runs} runs"
+                              durations_from=f"durations measured in sweep {measured.source}"
+                                             + (f" (then {', '.join(measured.also)})" if measured.also else "")
+                                             + f" ({measured.runs} runs"
                                              + ("; the rest the seed's)" if partial else ")"))
     return out

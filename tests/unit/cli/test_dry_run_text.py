@@ -89,3 +89,26 @@ def test_an_auto_resume_finishes_the_pass_a_lost_machine_stopped_before_the_next
                      "--repeats", "auto", "--run-budget", str(spent + 1), "--dry-run", cwd=tmp_path)
     assert short.returncode == 0, short.stderr
     assert "--repeats auto: no further pass (run budget spent" in short.stdout, short.stdout
+
+
+def test_a_local_search_is_priced_at_the_runs_earlier_sweeps_measured(tmp_path):
+    """The committed H200 store's newest sweeps (the warm-start check, grid `starts`) ran only the
+    short `quick` profile: the search's estimate takes the primary profile's runs from the earlier
+    sweeps that ran them (100-140 s each), not from the study's max_seconds (900 s, which once
+    priced a raced trial at 0.5 GPU-hours and had the search stop before its first step)."""
+    import re
+    import tarfile
+
+    with tarfile.open(REPO / "bench/h200/store.tgz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    seed_command = (REPO / "bench/h200/engine-logs/vllm-0.20.2-fp8-prefix-throughput-dummy-pass2-fresh-machine-start"
+                    ".command.txt").read_text().strip()
+    proc = run_farm("sweep", "--config", str(REPO / "configs/h200-dummy.yaml"), "--grid", "full", "--strategy", "local",
+                    "--from", seed_command, "--budget", "1", "--tracking-uri", uri, "--dry-run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    durations = next(line for line in proc.stdout.splitlines() if line.startswith("durations from sweeps "))
+    assert "for what it did not measure" in durations and "sharegpt_synthetic" in durations  # earlier sweeps fill in
+    step = float(re.search(r"~([0-9.]+) GPU-hours a raced trial", proc.stdout).group(1))
+    assert step < 0.25, proc.stdout[:2000]
+    assert re.search(r"step 1 races .+ against [1-9]\d* neighbour", proc.stdout), proc.stdout[:3000]

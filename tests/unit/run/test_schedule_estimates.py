@@ -83,6 +83,29 @@ def test_a_resumed_sweep_is_scheduled_by_its_own_runs(tmp_path, study):
     # a resumed sweep that finished nothing yet: the study's latest other sweep
     measured, line = schedule_durations(uri, study, resume=failed)
     assert measured.source == second and line.startswith(f"schedule: durations measured in sweep {second}")
-    # a new sweep after one that finished nothing: the defaults, and why
+    # a new sweep after one that finished nothing: the latest sweep that measured something
     measured, line = schedule_durations(uri, study)
-    assert measured is None and f"no finished run in sweep {failed}" in line
+    assert measured.source == second and line.startswith(f"schedule: durations measured in sweep {second} (")
+    # nothing finished anywhere: the defaults, and why
+    other = tmp_path / "other.db"
+    only_failed = _sweep(f"sqlite:///{other}", study, trials, [(0.0, False)] * 2, wall=0.0,
+                         status=Status.engine_failed_to_start)
+    measured, line = schedule_durations(f"sqlite:///{other}", study)
+    assert measured is None and f"no finished run in sweep {only_failed}" in line
+
+
+def test_what_the_newest_sweep_did_not_measure_comes_from_the_sweeps_before_it(tmp_path, study):
+    """A warm-start check that ran one short profile after a full sweep: its starts are the newest,
+    the other profiles' runs still come from the full sweep (not from the defaults)."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    trials = _vllm_trials(study, 2)
+    full = _sweep(uri, study, trials, [(300.0, False), (100.0, True)], wall=120.0)
+    short = [t.model_copy(update={"profiles": t.profiles[:1]}) for t in trials]
+    newest = _sweep(uri, study, short, [(280.0, False), (90.0, True)], wall=8.0)
+
+    measured, line = schedule_durations(uri, study)
+    first, *rest = trials[0].profiles
+    assert measured.source == newest and measured.also == [full]
+    assert measured.profile_s[first] == 8.0 and all(measured.profile_s[p] == 120.0 for p in rest)
+    assert (measured.cold_start_s, measured.warm_start_s) == ({"vllm": 280.0}, {"vllm": 90.0})
+    assert line.startswith(f"schedule: durations measured in sweep {newest} (then {full}) (")
