@@ -253,10 +253,11 @@ def unfinished_pass(stored: Sequence["TrialResult"], study: Study, grid: str, sw
     if not missing:
         return None
     spent = sum(len(r.runs) for r in stored)
+    names = {r.trial.id: r.trial.label for r in stored}
     return planned.model_copy(update={
         "trials": missing, "runs": planned.repeats * len(missing), "spent": spent,
         "reason": f"pass {latest} was stopped before {len(missing)} of its {len(planned.trials)} trial(s) ran: "
-                  f"{planned.repeats} more repeats for {', '.join(missing)} first"})
+                  f"{planned.repeats} more repeats for {', '.join(names.get(t, t) for t in missing)} first"})
 
 
 # --------------------------------------------------------------------------------------
