@@ -52,8 +52,8 @@ def test_a_dry_run_of_a_resume_shows_what_the_resume_would_run(tmp_path):
 
 def test_an_auto_resume_finishes_the_pass_a_lost_machine_stopped_before_the_next(tmp_path):
     """The committed H200 sweep's pass 2 (2 more runs on the primary profile for all five trials)
-    lost its machine after three of them: resumed, it runs the two left, not a pass 3 over the three
-    that already have their runs."""
+    lost its machine after three of them, and again after the fourth (the baseline, resumed on
+    2026-12-03): resumed, it runs the one left, not a pass 3 over the four that have their runs."""
     import tarfile
 
     from farm.analysis import plan
@@ -70,20 +70,20 @@ def test_an_auto_resume_finishes_the_pass_a_lost_machine_stopped_before_the_next
     names = {r.trial.id: r.trial.label for r in stored}
     # pass 2's plan, recomputed from the runs before it, is the one that ran: its first trials are
     # those with pass-2 runs, leader first
-    assert [names[t] for t in planned.trials[:len(ran)]] == ["step2_prefix_cache", "step3_performance_mode", "step1_quant_fp8"]
-    assert set(names[t] for t in planned.trials[:len(ran)]) == ran
+    assert [names[t] for t in planned.trials[:3]] == ["step2_prefix_cache", "step3_performance_mode", "step1_quant_fp8"]
+    assert ran == {"step2_prefix_cache", "step3_performance_mode", "step1_quant_fp8", "engine_vllm_default"}
+    assert set(names[t] for t in planned.trials) == ran | {"step4_kv_cache_fp8"}
     rest = plan.unfinished_pass(stored, study, "seed", sweep)
     assert rest is not None and rest.pass_index == 2 and rest.repeats == 2
-    assert [names[t] for t in rest.trials] == [names[t] for t in planned.trials[len(ran):]]
-    assert set(names[t] for t in rest.trials) == {"engine_vllm_default", "step4_kv_cache_fp8"}
+    assert [names[t] for t in rest.trials] == ["step4_kv_cache_fp8"]
 
     config = str(REPO / "configs/h200-dummy.yaml")
     proc = run_farm("sweep", "--config", config, "--grid", "seed", "--resume", sweep, "--tracking-uri", uri,
                     "--repeats", "auto", "--dry-run", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert ("--repeats auto: pass 2 runs the primary profile 2 more times on 2 trial(s), 4 runs"
+    assert ("--repeats auto: pass 2 runs the primary profile 2 more times on 1 trial(s), 2 runs"
             in proc.stdout), proc.stdout
-    assert "engine_vllm_default, step4_kv_cache_fp8 first" in proc.stdout
+    assert "2 more repeats for step4_kv_cache_fp8 first" in proc.stdout
     spent = sum(len(r.runs) for r in stored)
     short = run_farm("sweep", "--config", config, "--grid", "seed", "--resume", sweep, "--tracking-uri", uri,
                      "--repeats", "auto", "--run-budget", str(spent + 1), "--dry-run", cwd=tmp_path)
