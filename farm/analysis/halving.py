@@ -378,7 +378,7 @@ def merge_rung(previous: TrialResult, new: TrialResult, rung: Rung) -> TrialResu
     spans = previous.held_spans()
     if new.started_at is not None and new.finished_at is not None:
         spans.append(HeldSpan(pass_index=rung.index, started_at=new.started_at, finished_at=new.finished_at,
-                              node=new.node))
+                              node=new.node, engine_reported=dict(new.engine_reported)))
     profiles = list(previous.trial.profiles) + [p for p in new.trial.profiles if p not in previous.trial.profiles]
     update = {"runs": previous.runs + added, "finished_at": new.finished_at or previous.finished_at, "spans": spans,
               "trial": previous.trial.model_copy(update={"profiles": profiles}),

@@ -296,7 +296,7 @@ def merge_pass(previous: "TrialResult", new: "TrialResult", pass_index: int) -> 
     spans = previous.held_spans()
     if new.started_at is not None and new.finished_at is not None:
         spans.append(HeldSpan(pass_index=pass_index, started_at=new.started_at, finished_at=new.finished_at,
-                              node=new.node))
+                              node=new.node, engine_reported=dict(new.engine_reported)))
     update = {"runs": runs, "finished_at": new.finished_at or previous.finished_at, "spans": spans}
     if previous.status == Status.ok and new.status != Status.ok:
         update.update(status=new.status, reason=f"pass {pass_index}: {new.reason or new.status.value}")

@@ -583,7 +583,7 @@ def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, Profil
         asked = profiles[run.profile].total_requests if run.profile in profiles else None
         out.append(RunRecord(id=f"{t.label}/{run.profile}/{run.repeat}", profile=run.profile, repeat=run.repeat,
                              load=run.load, status=run.status, reason=run.reason, metrics=metrics, total_requests=asked,
-                             provenance=provenance_of(tr, run.started_at, run.finished_at),
+                             provenance=provenance_of(tr, run.started_at, run.finished_at, run.pass_index),
                              **{**common, "node": run.node or node}))
     ran = {run.profile for run in tr.runs}
     for profile in t.profiles:
@@ -595,9 +595,12 @@ def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, Profil
     return out
 
 
-def provenance_of(tr: "TrialResult", started_at: float | None, finished_at: float | None = None) -> Provenance:
-    """A trial's versions, GPU, weights and engine start, as one run of it carries them."""
-    reported = tr.engine_reported
+def provenance_of(tr: "TrialResult", started_at: float | None, finished_at: float | None = None,
+                  pass_index: int = 1) -> Provenance:
+    """A trial's versions, GPU, weights and engine start, as one run of it carries them: the engine
+    start is the one that served the run (a later pass or rung starts the engine again), unknown
+    for a later pass stored without its start's facts."""
+    reported = _start_reported(tr, pass_index)
     cold = reported.get("compile_cache_hit")
     start = reported.get("ready_s")
     when = datetime.fromtimestamp(started_at, timezone.utc).isoformat(timespec="seconds") if started_at else None
@@ -610,12 +613,22 @@ def provenance_of(tr: "TrialResult", started_at: float | None, finished_at: floa
         engine_start_s=float(start) if isinstance(start, (int, float)) else None,
         engine_start_cold=(not cold) if isinstance(cold, bool) else reported.get("compile_cache_cold"),
         started_at=when,
-        trial_wall_s=_rungs_wall(reported) or tr.held_seconds,
+        trial_wall_s=_rungs_wall(tr.engine_reported) or tr.held_seconds,
         warmup_s=round(sum(w.seconds for w in tr.warmup_runs), 2) if tr.warmup_runs else None,
         run_wall_s=_seconds(started_at, finished_at),
         start_phases=start_phases(reported),
         start_cache=start_cache(reported),
     )
+
+
+def _start_reported(tr: "TrialResult", pass_index: int) -> dict:
+    """What the engine reported of the start that served a run of pass `pass_index`: its span's
+    facts where recorded; the trial's own for its first pass otherwise; nothing (no start known)
+    for a later pass without them, rather than the first pass's start in its place."""
+    span = next((s for s in tr.spans if s.pass_index == pass_index), None)
+    if span is not None and span.engine_reported is not None:
+        return span.engine_reported
+    return tr.engine_reported if pass_index <= 1 else {}
 
 
 def _seconds(start: float | None, end: float | None) -> float | None:

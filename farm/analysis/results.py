@@ -162,6 +162,10 @@ class HeldSpan(BaseModel):
     engine_start_recorded: bool = Field(
         default=True, description="False for a span read back from its runs' own times (a pass stored before "
         "spans were): the engine's start before its first run is then not in it.")
+    engine_reported: dict[str, Any] | None = Field(
+        default=None, description="What the engine of this span reported of its start (ready_s, compile cache, "
+        "start phases): the start that served this pass's runs. None where not recorded: a later pass stored "
+        "before spans carried it, whose runs then have no engine start in their provenance.")
 
     @property
     def seconds(self) -> float:
@@ -229,7 +233,9 @@ class TrialResult(BaseModel):
             return []  # never started
         later = sorted({r.pass_index for r in self.runs if r.pass_index > 1})
         if not later:
-            return [HeldSpan(pass_index=1, started_at=self.started_at, finished_at=self.finished_at, node=self.node)]
+            # one pass so far: the trial's own engine facts are its first (and only) start's
+            return [HeldSpan(pass_index=1, started_at=self.started_at, finished_at=self.finished_at, node=self.node,
+                             engine_reported=dict(self.engine_reported))]
         out = []
         for index in [1, *later]:
             runs = [r for r in self.runs if r.pass_index == index and r.started_at and r.finished_at]

@@ -154,7 +154,8 @@ def run_local(study: Study, grid: str, trials: list[Trial], *, start: str, track
                     "trial": by_id[tid].model_copy(update={"profiles": list(rung.profiles), "profile_repeats": {}}),
                     "runs": [r.model_copy(update={"pass_index": rung.index}) for r in new.runs],
                     "spans": [HeldSpan(pass_index=rung.index, started_at=new.started_at, finished_at=new.finished_at,
-                                       node=new.node)] if new.started_at and new.finished_at else []})
+                                       node=new.node, engine_reported=dict(new.engine_reported))]
+                    if new.started_at and new.finished_at else []})
                 tracking.log_trial(tracking_uri, exp_id, sweep_id, first,
                                    Path(new.artifacts_dir) if new.artifacts_dir else None)
             done.append(tid)

@@ -146,3 +146,35 @@ def test_a_later_pass_runs_the_primary_profile_alone_and_its_repeats_continue_th
 def test_a_pass_of_a_trial_without_the_primary_profile_keeps_its_own():
     trial = Trial(id="mock-1", engine="mock", model_key="tiny", model="tiny", profiles=["q"])
     assert plan.pass_trial(trial, "p").profiles == ["q"]
+
+
+def test_each_runs_provenance_names_the_engine_start_that_served_it():
+    """A later pass starts the engine again (on the H200 the baseline's pass 2 started cold in 169 s
+    of engine init, its first pass in 251 s): each run's provenance carries its own pass's start,
+    and a later pass stored without its start's facts (before spans carried them) says none rather
+    than the first pass's."""
+    from farm.analysis.halving import Rung, merge_rung
+    from farm.analysis.records import provenance_of
+
+    def started(result: TrialResult, ready: float, hit: bool, at: float) -> TrialResult:
+        return result.model_copy(update={"engine_reported": {"ready_s": ready, "compile_cache_hit": hit},
+                                         "started_at": at, "finished_at": at + 500})
+
+    first = started(_result([0], "n1"), 251.0, False, 0.0)
+    merged = plan.merge_pass(first, started(_result([0, 1], "n2"), 169.0, True, 1000.0), pass_index=2)
+    by_pass = {r.pass_index: provenance_of(merged, r.started_at, r.finished_at, r.pass_index) for r in merged.runs}
+    assert (by_pass[1].engine_start_s, by_pass[1].engine_start_cold) == (251.0, True)
+    assert (by_pass[2].engine_start_s, by_pass[2].engine_start_cold) == (169.0, False)
+    assert merged.engine_reported["ready_s"] == 251.0  # the trial's own facts stay its first start's
+
+    # stored before spans carried a start: the later pass's runs have none, not the first pass's
+    legacy = merged.model_copy(update={"spans": [s.model_copy(update={"engine_reported": None})
+                                                 for s in merged.spans]})
+    assert provenance_of(legacy, None, None, 2).engine_start_s is None
+    assert provenance_of(legacy, None, None, 1).engine_start_s == 251.0
+
+    # a halving rung: the first rung's runs keep the first start though the trial's facts take the later one's
+    rung = Rung(index=2, profiles={"p": "p"}, requests={"p": 10}, repeats=2, alpha=0.05, primary="p")
+    halved = merge_rung(first, started(_result([0, 1], "n1"), 90.0, True, 2000.0), rung)
+    assert provenance_of(halved, None, None, 1).engine_start_s == 251.0
+    assert provenance_of(halved, None, None, 2).engine_start_s == 90.0
