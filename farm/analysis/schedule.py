@@ -161,7 +161,6 @@ def estimates_line(measured: MeasuredDurations | None, why_default: str | None =
 
     engines = sorted(set(measured.start_s) | set(measured.cold_start_s) | set(measured.warm_start_s))
     runs = ", ".join(f"{p} {s:.0f} s" for p, s in sorted(measured.profile_s.items()))
-    where = f"sweep {measured.source}" + (f" (then {', '.join(measured.also)})" if measured.also else "")
-    return (f"schedule: durations measured in {where} ({measured.runs} runs)"
+    return (f"schedule: durations measured in {measured.where} ({measured.runs} runs)"
             + (f"; starts {', '.join(start(e) for e in engines)}" if engines else "")
             + (f"; runs {runs}" if runs else "") + "; defaults for the rest")

@@ -238,6 +238,11 @@ class MeasuredDurations(BaseModel):
         "Earlier sweeps that measured what `source` did not (a profile, an engine's cold or warm start), "
         "newest first."))
 
+    @property
+    def where(self) -> str:
+        """Which sweeps these durations come from, as the estimate lines name them."""
+        return f"sweep {self.source}" + (f" (then {', '.join(self.also)})" if self.also else "")
+
 
 class GridCost(BaseModel):
     """What a grid costs at the seed's measured durations (an estimate, printed by `farm sweep --dry-run`)."""
@@ -384,8 +389,6 @@ def grid_costs(study: Study, expanded: Mapping[str, list[Trial]] | None = None,
             continue
         partial = not (profiles <= set(measured.profile_s) and engines <= set(measured.start_s))
         out[name] = grid_cost(study, name, durations, run_overhead_s=0.0, trials=trials, measured=measured,
-                              durations_from=f"durations measured in sweep {measured.source}"
-                                             + (f" (then {', '.join(measured.also)})" if measured.also else "")
-                                             + f" ({measured.runs} runs"
+                              durations_from=f"durations measured in {measured.where} ({measured.runs} runs"
                                              + ("; the rest the seed's)" if partial else ")"))
     return out
