@@ -177,13 +177,9 @@ class TrialRunner:
         if store is None:
             return
         try:
-            found = store.get(self._group)
-            if found is None:
-                return
-            meta, blob = found
-            written = compile_cache.unpack(meta, blob, self._group_dir)
-            compile_cache.mark(self._group_dir, meta, "pulled")
-            reported["compile_cache_pulled"] = {"from": store.where, "bytes": meta.bytes, "files": written}
+            pulled = compile_cache.pull(store, self._group, self._group_dir)
+            if pulled is not None:
+                reported["compile_cache_pulled"] = pulled
         except Exception as exc:  # noqa: BLE001 - a corrupt or unreadable pack: discarded, the start goes cold
             shutil.rmtree(self._group_dir, ignore_errors=True)
             self._group_dir.mkdir(parents=True, exist_ok=True)
@@ -200,13 +196,10 @@ class TrialRunner:
         if store is None:
             return
         try:
-            meta, blob = compile_cache.pack(self._group_dir, self._group, self.engine.name, self._gpu_model)
-            if meta.bytes > compile_cache.MAX_PACK_BYTES:
-                reported["compile_cache_not_published"] = f"{meta.bytes} bytes, more than the {compile_cache.MAX_PACK_BYTES}"
-                return
-            store.put(meta, blob)
-            compile_cache.mark(self._group_dir, meta, "published")
-            reported["compile_cache_published"] = {"to": store.where, "bytes": meta.bytes, "files": meta.files}
+            reported["compile_cache_published"] = compile_cache.publish(store, self._group_dir, self._group,
+                                                                        self.engine.name, self._gpu_model)
+        except compile_cache.CacheError as exc:
+            reported["compile_cache_not_published"] = str(exc)
         except Exception as exc:  # noqa: BLE001 - the trial measured what it measured; sharing is a bonus
             reported["compile_cache_not_published"] = scrub(f"{type(exc).__name__}: {exc}", self._secrets)[:300]
 

@@ -109,6 +109,30 @@ def mark(directory: Path, meta: PackMeta, how: str) -> None:
     (directory / PACKED_MARK).write_text(json.dumps({"how": how, **meta.model_dump()}))
 
 
+def pull(store: Store, key: str, directory: Path) -> dict | None:
+    """The group's pack from `store` unpacked into `directory`: what was pulled, or None when the
+    store holds none. A pack that does not unpack is a `CacheError` (the caller empties the
+    directory: the start goes cold)."""
+    found = store.get(key)
+    if found is None:
+        return None
+    meta, blob = found
+    written = unpack(meta, blob, directory)
+    mark(directory, meta, "pulled")
+    return {"from": store.where, "bytes": meta.bytes, "files": written}
+
+
+def publish(store: Store, directory: Path, key: str, engine: str, gpu: str | None) -> dict:
+    """The group's directory packed into `store`: what was published. A pack over MAX_PACK_BYTES
+    is a `CacheError` (the node keeps it)."""
+    meta, blob = pack(directory, key, engine, gpu)
+    if meta.bytes > MAX_PACK_BYTES:
+        raise CacheError(f"{meta.bytes} bytes, more than the {MAX_PACK_BYTES}")
+    store.put(meta, blob)
+    mark(directory, meta, "published")
+    return {"to": store.where, "bytes": meta.bytes, "files": meta.files}
+
+
 class Store(Protocol):
     where: str
 

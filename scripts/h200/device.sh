@@ -8,6 +8,7 @@
 #                                                # the call ends SECONDS after it began (keep it under 580)
 #   FARM_H200_GRID=sglang bash scripts/h200/device.sh run SECONDS   # the SGLang grid (engine-sglang bundle)
 #   FARM_H200_GRID=sglang bash scripts/h200/device.sh start-only TRIAL  # one trial's engine start, no runs
+#                                                # (its group's pack pulled first, as a trial's actor does)
 #   FARM_H200_GRID=tp bash scripts/h200/device.sh run SECONDS      # nvidia-h200-x2: TP 1/2, DP 2, EP (bench/h200-x2/)
 #   FARM_H200_GRID=busy bash scripts/h200/device.sh run SECONDS    # nvidia-h200-x4/-x8: 18 TP1 trials, makespan
 #   FARM_H200_GRID=full FARM_H200_SWEEP_ARGS="--strategy halving --budget 1" bash scripts/h200/device.sh run SECONDS
@@ -156,11 +157,12 @@ start_only() {
     echo "a sweep is running: start-only needs the GPU to itself"; snapshot; return 0
   fi
   install_complete
+  packs_in   # carried packs first: the start pulls its group's pack as a trial's actor would
   PYTHONPATH="$REPO:$B/tree/farm-node:$B/tree/engine-vllm" FARM_ENGINE_PYTHONPATH="$B/tree/engine-vllm" \
     FARM_SGLANG_PYTHONPATH="$B/tree/engine-sglang" FARM_CACHE_DIR="$B/cache" HF_HUB_OFFLINE=1 \
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
     timeout 560 python3 "$REPO/scripts/h200/start-only.py" "$REPO/configs/h200-dummy.yaml" \
-    "${FARM_H200_GRID:-seed}" "$1" "$B/start-only/$1" 2>&1 | tail -5
+    "${FARM_H200_GRID:-seed}" "$1" "$B/start-only/$1" "$B/packs" 2>&1 | tail -5
   snapshot
 }
 
@@ -176,7 +178,7 @@ snapshot() {
   fi
   cp "$B/sweep.log" "$out/sweep.log" 2>/dev/null || true
   cp "$B/gpus.txt" "$B/gpu-apps.csv" "$out/" 2>/dev/null || true   # several GPUs: scripts/h200/gpu_visibility.py
-  (cd "$B" && find runs start-only -name engine.log -o -name command.txt 2>/dev/null | tar -czf "$out/engine-logs.tgz" -T - 2>/dev/null) || true
+  (cd "$B" && find runs start-only -name engine.log -o -name command.txt -o -name start.json 2>/dev/null | tar -czf "$out/engine-logs.tgz" -T - 2>/dev/null) || true
   [ -d "$B/facts" ] && tar -czf "$out/engine-facts.tgz" -C "$B" facts
   { date -u; nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv; du -sh "$B"/* 2>/dev/null; } > "$out/status.txt" 2>&1
 }

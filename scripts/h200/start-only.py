@@ -2,26 +2,68 @@
 
 For capacity lines on a lent GPU when a full trial does not fit the time left: the log of the
 start (what the engine says it can hold) is what farm's adapters parse, and the parsing tests
-want it from the real machine. Nothing is measured, nothing goes to MLflow.
+want it from the real machine. Nothing is benchmarked, nothing goes to MLflow.
 
-    python scripts/h200/start-only.py CONFIG GRID TRIAL_NAME OUT_DIR
+    python scripts/h200/start-only.py CONFIG GRID TRIAL_NAME OUT_DIR [PACKS_DIR]
+
+The engine's compile cache is the actor's: the trial's compile-group directory in farm's node
+cache. With PACKS_DIR (the packs a sweep published, or carried from another machine:
+scripts/h200/device.sh) the group's pack is pulled first where the node has none, and a cold
+start publishes its pack there, as the actor does (actors/compile_cache.py): a start on a fresh
+machine from a carried cache, measured without a trial's runs. `start.json` in OUT_DIR says cold or warm, what was pulled, and the
+phases farm reads from the engine's log.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
 
+from actors import compile_cache
+from actors.bench import _gpu_name
 from actors.proc import EngineProcess, clean_env, expand_env, free_port
 from actors.tokenizer import cache_dir
+from farm.analysis.start_phases import start_cache, start_phases
 from farm.engines import get_engine
 from farm.study.grid import expand
 from farm.study.load import load_study
 
 
-def main(config: str, grid: str, name: str, out: str) -> int:
+def pull(engine, trial, packs: str | None, reported: dict) -> tuple[str | None, Path]:
+    """The trial's compile group and its directory in the node cache, the group's pack pulled first
+    from `packs` where the node has none of it (the actor's rule: one that does not unpack goes cold)."""
+    group = compile_cache.group_key(engine, trial, _gpu_name([]) if trial.gpus else None)
+    group_dir = cache_dir() / "compile" / group if group else cache_dir() / "compile"
+    if group:
+        reported["compile_cache_group"] = group
+    if packs and group and not compile_cache.has_files(group_dir):
+        try:
+            pulled = compile_cache.pull(compile_cache.DirStore(packs), group, group_dir)
+            if pulled is not None:
+                reported["compile_cache_pulled"] = pulled
+        except Exception as exc:  # noqa: BLE001 - discarded, the start goes cold (as in the actor)
+            shutil.rmtree(group_dir, ignore_errors=True)
+            reported["compile_cache_discarded"] = str(exc)[:300]
+    return group, group_dir
+
+
+def publish(engine, trial, group: str | None, group_dir: Path, packs: str | None, reported: dict) -> None:
+    """After a start that compiled, the group's pack into `packs`, as the actor publishes it."""
+    if not (packs and group) or "compile_cache_pulled" in reported or start_cache(reported) != "cold":
+        return
+    if compile_cache.has_files(group_dir):
+        try:
+            reported["compile_cache_published"] = compile_cache.publish(
+                compile_cache.DirStore(packs), group_dir, group, engine.name, _gpu_name([]) if trial.gpus else None)
+        except Exception as exc:  # noqa: BLE001 - the start is measured either way
+            reported["compile_cache_not_published"] = str(exc)[:300]
+
+
+def main(config: str, grid: str, name: str, out: str, packs: str | None = None) -> int:
     study = load_study(config)
     trial = next((t for t in expand(study, grid) if t.label == name or t.id == name), None)
     if trial is None:
@@ -29,7 +71,12 @@ def main(config: str, grid: str, name: str, out: str) -> int:
         return 2
     spec = study.engines[trial.engine]
     engine = get_engine(trial.engine)
-    caches = engine.cache_env(cache_dir() / "compile")
+    reported: dict = {}
+    group, group_dir = pull(engine, trial, packs, reported)
+    caches = engine.cache_env(group_dir, trial.all_flags)
+    for path in caches.values():
+        Path(path).mkdir(parents=True, exist_ok=True)
+    reported["compile_cache_cold"] = not any(any(Path(p).iterdir()) for p in caches.values()) if caches else None
     wanted = engine.env(spec, trial)
     env = clean_env(dict(os.environ), {**{k: v for k, v in caches.items() if k not in wanted},
                                        **expand_env(wanted, dict(os.environ))})
@@ -44,11 +91,17 @@ def main(config: str, grid: str, name: str, out: str) -> int:
     try:
         ready_s = proc.wait_ready(f"http://{spec.host}:{port}{engine.ready_path}", spec.ready_timeout_s,
                                   fatal=engine.classify)
+        reported["ready_s"] = ready_s
         print(f"{name}: ready in {ready_s:.0f} s; reported {engine.reported_capacity(proc_log(out_dir))}")
     except Exception as exc:  # the log is the finding either way
         print(f"{name}: not ready after {time.monotonic() - started:.0f} s: {exc}")
     finally:
         proc.stop()
+    reported.update(engine.reported_startup(proc_log(out_dir)))
+    publish(engine, trial, group, group_dir, packs, reported)
+    facts = {"trial": name, "start": start_cache(reported), "phases": start_phases(reported), **reported}
+    (out_dir / "start.json").write_text(json.dumps(facts, indent=1, default=str) + "\n")
+    print(f"{name}: {facts['start']} start; pulled {reported.get('compile_cache_pulled')}; phases {facts['phases']}")
     return 0
 
 
@@ -57,4 +110,4 @@ def proc_log(out_dir: Path) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:5]))
+    sys.exit(main(*sys.argv[1:6]))
