@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from farm.study.trial import Trial, model_identity
+from farm.study.trial import Trial
 
 MAX_PACK_BYTES = 4 * 2**30       # a group's pack larger than this is not shared (the node keeps it)
 DEFAULT_DIR_MAX_BYTES = 50 * 2**30
@@ -55,9 +55,10 @@ class PackMeta(BaseModel):
 
 
 def group_key(engine: Any, trial: Trial, gpu_name: str | None) -> str | None:
-    """What a compiled cache is good for: the engine's compile key of the trial (its model by name,
-    not by path: farm/study/trial.py) on this GPU model; None where the engine keeps none."""
-    key = engine.compile_key(model_identity(trial.model), trial.all_flags, trial.weights)
+    """What a compiled cache is good for: the engine's compile key of the trial (its model as the
+    engine's cache knows it: `Engine.compile_cache_model`) on this GPU model; None where the engine
+    keeps none."""
+    key = engine.compile_key(engine.compile_cache_model(trial.model), trial.all_flags, trial.weights)
     if key is None:
         return None
     return hashlib.sha256(json.dumps([key, gpu_name or "cpu"]).encode()).hexdigest()[:24]

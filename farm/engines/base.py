@@ -18,7 +18,7 @@ from farm.engines.flag_types import FlagType
 from farm.engines.memory import MemoryReserve, MemorySettings
 from farm.study.knobs import Renderer, render_with
 from farm.study.spec import EngineSpec
-from farm.study.trial import Trial
+from farm.study.trial import Trial, model_identity
 
 SECRET_MASK = "***"
 
@@ -153,6 +153,11 @@ class Engine:
             return None
         graph = {k: v for k, v in flags.items() if k in self.compile_flags}
         return json.dumps([self.name, model, weights, graph], sort_keys=True, default=str)
+
+    def compile_cache_model(self, model: str) -> str:
+        """The model as the engine's compile cache knows it, in a pack's key (actors/compile_cache.py):
+        by name where the compiled code does not depend on where the model sits."""
+        return model_identity(model)
 
     def start_estimate_s(self, flags: Mapping[str, Any]) -> tuple[float, float]:
         """Estimated seconds from launch to ready: (cold compile cache, warm)."""

@@ -272,6 +272,14 @@ class VLLMEngine(Engine):
         # the config: on the H200 a second start of one configuration took 103 s instead of 241 s.
         return {"VLLM_CACHE_ROOT": str(PurePosixPath(root) / "vllm")}
 
+    def compile_cache_model(self, model: str) -> str:
+        # vLLM hashes the model as `vllm serve` is given it, its path, into the torch.compile cache
+        # directory: on the H200 one configuration served from /tmp/farm-h200/src/.models/... and
+        # from /work/main/.models/... compiled into torch_compile_cache/05b06eba0f and /f36b843b2b,
+        # and its pack, pulled across the two paths, started cold (bench/h200/README.md,
+        # 2026-12-03). So a pack is shared only where the model sits at the same path.
+        return model
+
     def reported_startup(self, log_text: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
         m = _first(r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) s", log_text)

@@ -68,13 +68,22 @@ def test_a_directory_store_keeps_packs_across_sweeps_and_evicts_the_oldest(tmp_p
     assert store.get("never") is None
 
 
-def test_the_group_is_what_changes_compiled_code_on_this_gpu_not_where_the_model_sits():
+def test_the_group_is_what_changes_compiled_code_on_this_gpu():
     vllm = get_engine("vllm")
 
-    def trial(model, **flags):
-        return Trial(id="x", engine="vllm", model_key="m", model=model, flags=flags, profiles=["p"], gpus=1)
+    def trial(model, engine="vllm", **flags):
+        return Trial(id="x", engine=engine, model_key="m", model=model, flags=flags, profiles=["p"], gpus=1)
 
     a = cc.group_key(vllm, trial("/tmp/a/qwen", quantization="fp8", **{"max-num-seqs": 8}), "NVIDIA H200")
-    assert a == cc.group_key(vllm, trial("/home/u/models/qwen", quantization="fp8", **{"max-num-seqs": 256}), "NVIDIA H200")
+    assert a == cc.group_key(vllm, trial("/tmp/a/qwen", quantization="fp8", **{"max-num-seqs": 256}), "NVIDIA H200")
     assert a != cc.group_key(vllm, trial("/tmp/a/qwen", quantization="fp8"), "NVIDIA H100")
     assert a != cc.group_key(vllm, trial("/tmp/a/qwen"), "NVIDIA H200")
+    # vLLM's compiled graphs are keyed by the model's path: on the H200 the same flags from two paths
+    # compiled into two cache directories, and a pack pulled across them started cold
+    # (tests/fixtures/engine-logs: the two starts' "cache directory" lines)
+    assert a != cc.group_key(vllm, trial("/home/u/models/qwen", quantization="fp8"), "NVIDIA H200")
+    # an engine whose compiled code does not depend on it keys the model by name
+    mock = get_engine("mock")
+    flags = {"start-s": 1, "graph": "g"}
+    assert cc.group_key(mock, trial("/tmp/a/tiny", "mock", **flags), None) == \
+        cc.group_key(mock, trial("/home/u/tiny", "mock", **flags), None)
