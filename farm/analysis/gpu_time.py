@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from farm.analysis.records import Results, RunRecord
+from farm.analysis.records import Provenance, Results, RunRecord
 from farm.analysis.results import Status
 
 PHASES = ("starting", "warming_up", "measuring", "failing", "other")
@@ -55,10 +55,20 @@ class GpuTime(BaseModel):
     trial_seconds: PhaseSeconds
     gpu_seconds: PhaseSeconds
     start_phases: dict[str, float] = Field(
-        default_factory=dict, description="Seconds of the trials' engine starts by phase, summed (one per trial, "
+        default_factory=dict, description="Seconds of the trials' engine starts by phase, summed (each start of each trial, "
         "from the engines' logs: farm/analysis/start_phases.py); empty where no log named them.")
     starts: dict[str, list[float]] = Field(
         default_factory=dict, description="cold / warm -> each such start's seconds from launch to ready.")
+
+
+def _starts(records: list[RunRecord]) -> list[Provenance]:
+    """The provenance of each engine start that served one of the trial's runs, once per start: a
+    trial started again for a later pass or rung held its GPUs for every start."""
+    by_start: dict[int, Provenance] = {}
+    for r in records:
+        if r.provenance is not None and r.provenance.engine_start_s is not None:
+            by_start.setdefault(r.provenance.engine_start_pass or 1, r.provenance)
+    return list(by_start.values())
 
 
 def _phases(records: list[RunRecord]) -> PhaseSeconds | None:
@@ -68,7 +78,7 @@ def _phases(records: list[RunRecord]) -> PhaseSeconds | None:
     any_ok = any(r.status == Status.ok for r in records)
     runs_ok = sum(r.provenance.run_wall_s or 0.0 for r in records if r.provenance and r.status == Status.ok)
     runs_failed = sum(r.provenance.run_wall_s or 0.0 for r in records if r.provenance and r.status != Status.ok)
-    start, warm = prov.engine_start_s or 0.0, prov.warmup_s or 0.0
+    start, warm = sum(p.engine_start_s for p in _starts(records)), prov.warmup_s or 0.0
     other = max(0.0, prov.trial_wall_s - start - warm - runs_ok - runs_failed)
     if not any_ok:  # the whole trial bought no measurement
         return PhaseSeconds(failing=prov.trial_wall_s)
@@ -91,11 +101,11 @@ def gpu_time(results: Results) -> GpuTime | None:
         trials.append(TrialTime(trial=trial, label=records[0].label, gpus=n, seconds=phases))
         slots.add(phases)
         gpus.add(phases, n)
-        prov = records[0].provenance
-        for phase, seconds in (prov.start_phases or {}).items():
-            start_split[phase] = start_split.get(phase, 0.0) + seconds
-        if prov.start_cache and prov.engine_start_s is not None:
-            starts.setdefault(prov.start_cache, []).append(prov.engine_start_s)
+        for prov in _starts(records):
+            for phase, seconds in (prov.start_phases or {}).items():
+                start_split[phase] = start_split.get(phase, 0.0) + seconds
+            if prov.start_cache:
+                starts.setdefault(prov.start_cache, []).append(prov.engine_start_s)
     if not trials:
         return None
     return GpuTime(trials=trials, trial_seconds=slots, gpu_seconds=gpus, start_phases=start_split, starts=starts)

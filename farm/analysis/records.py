@@ -128,6 +128,9 @@ class Provenance(_Strict):
         "cuda_graphs, other) where the engine's log names them.")
     start_cache: Literal["cold", "warm"] | None = Field(
         default=None, description="Whether the start compiled (cold) or loaded an earlier start's compile cache (warm).")
+    engine_start_pass: StrictInt | None = Field(
+        default=None, ge=1, description="Which of the trial's engine starts served this run: its pass or rung "
+        "(1 the first). A trial started again for a later pass held its GPUs for each start.")
 
 
 class RunRecord(_Strict):
@@ -618,6 +621,7 @@ def provenance_of(tr: "TrialResult", started_at: float | None, finished_at: floa
         run_wall_s=_seconds(started_at, finished_at),
         start_phases=start_phases(reported),
         start_cache=start_cache(reported),
+        engine_start_pass=pass_index if reported else None,
     )
 
 

@@ -77,3 +77,29 @@ def test_records_without_trial_times_give_no_figures():
     # the seed's file (and farm's from before these fields, as bench/h200/results.json) says
     # nothing of its GPU time
     assert gpu_time(read_results_file(SEED_FILE)) is None
+
+
+def test_a_later_pass_s_engine_start_is_starting_time_not_farm_s_own(study):
+    """A trial repeated in a second pass starts its engine again and holds its GPU for that start
+    (on the H200 step4's pass 2 started cold in 321 s, and the report counted it as farm's own)."""
+    from farm.analysis.plan import merge_pass
+
+    p = study.primary_profile
+
+    def one_pass(t0: float, ready: float, hit: bool, repeats: list[int]) -> TrialResult:
+        return TrialResult(sweep_id="s", trial=_trial("vllm-00000003", 1, [p]), status=Status.ok, started_at=t0,
+                           finished_at=t0 + ready + 100 * len(repeats) + 10,
+                           engine_reported={"ready_s": ready, "compile_cache_hit": hit,
+                                            "compile_s": 50.0 if not hit else 5.0},
+                           runs=[ProfileRun(profile=p, repeat=r, status=Status.ok, metrics=_metrics(),
+                                            started_at=t0 + ready + 100 * i, finished_at=t0 + ready + 100 * (i + 1))
+                                 for i, r in enumerate(repeats)])
+
+    merged = merge_pass(one_pass(0.0, 300.0, False, [0]), one_pass(10_000.0, 120.0, True, [0, 1]), pass_index=2)
+    cost = gpu_time(records_from_trials([merged], study))
+    (trial,) = cost.trials
+    # held 410 s in pass 1 and 330 s in pass 2: two starts, three runs, 10 s of farm's own each time
+    assert trial.seconds.model_dump() == {"starting": 420.0, "warming_up": 0.0, "measuring": 300.0, "failing": 0.0,
+                                          "other": 20.0}
+    assert cost.starts == {"cold": [300.0], "warm": [120.0]}
+    assert cost.start_phases["compilation"] == 55.0
