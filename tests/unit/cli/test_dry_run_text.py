@@ -53,7 +53,8 @@ def test_a_dry_run_of_a_resume_shows_what_the_resume_would_run(tmp_path):
 def test_an_auto_resume_finishes_the_pass_a_lost_machine_stopped_before_the_next(tmp_path):
     """The committed H200 sweep's pass 2 (2 more runs on the primary profile for all five trials)
     lost its machine after three of them, and again after the fourth (the baseline, resumed on
-    2026-12-03): resumed, it runs the one left, not a pass 3 over the four that have their runs."""
+    2026-12-03); step4's runs came last. Before them, a resume ran the one left, not a pass 3 over
+    the four that had their runs; with pass 2 complete it plans pass 3 over those still close."""
     import tarfile
 
     from farm.analysis import plan
@@ -71,9 +72,14 @@ def test_an_auto_resume_finishes_the_pass_a_lost_machine_stopped_before_the_next
     # pass 2's plan, recomputed from the runs before it, is the one that ran: its first trials are
     # those with pass-2 runs, leader first
     assert [names[t] for t in planned.trials[:3]] == ["step2_prefix_cache", "step3_performance_mode", "step1_quant_fp8"]
-    assert ran == {"step2_prefix_cache", "step3_performance_mode", "step1_quant_fp8", "engine_vllm_default"}
-    assert set(names[t] for t in planned.trials) == ran | {"step4_kv_cache_fp8"}
-    rest = plan.unfinished_pass(stored, study, "seed", sweep)
+    assert ran == {"step2_prefix_cache", "step3_performance_mode", "step1_quant_fp8", "engine_vllm_default",
+                   "step4_kv_cache_fp8"}
+    assert set(names[t] for t in planned.trials) == ran
+    assert plan.unfinished_pass(stored, study, "seed", sweep) is None
+    # the store as it was before step4's pass-2 runs: the pass is finished before any other
+    before_step4 = [r.model_copy(update={"runs": [x for x in r.runs if x.pass_index == 1]})
+                    if r.trial.label == "step4_kv_cache_fp8" else r for r in stored]
+    rest = plan.unfinished_pass(before_step4, study, "seed", sweep)
     assert rest is not None and rest.pass_index == 2 and rest.repeats == 2
     assert [names[t] for t in rest.trials] == ["step4_kv_cache_fp8"]
 
@@ -81,9 +87,9 @@ def test_an_auto_resume_finishes_the_pass_a_lost_machine_stopped_before_the_next
     proc = run_farm("sweep", "--config", config, "--grid", "seed", "--resume", sweep, "--tracking-uri", uri,
                     "--repeats", "auto", "--dry-run", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert ("--repeats auto: pass 2 runs the primary profile 2 more times on 1 trial(s), 2 runs"
+    assert ("--repeats auto: pass 3 runs the primary profile 2 more times on 5 trial(s), 10 runs"
             in proc.stdout), proc.stdout
-    assert "2 more repeats for step4_kv_cache_fp8 first" in proc.stdout
+    assert "2 more repeats for step2_prefix_cache, step3_performance_mode" in proc.stdout
     spent = sum(len(r.runs) for r in stored)
     short = run_farm("sweep", "--config", config, "--grid", "seed", "--resume", sweep, "--tracking-uri", uri,
                      "--repeats", "auto", "--run-budget", str(spent + 1), "--dry-run", cwd=tmp_path)
