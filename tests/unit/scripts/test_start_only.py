@@ -43,15 +43,8 @@ def test_a_start_on_a_fresh_node_cache_pulls_the_pack_a_cold_start_published(tmp
     assert "compile_cache_published" not in warm  # a warm start publishes nothing
     assert warm["ready_s"] < cold["ready_s"]  # the simulated compile (2 s) was skipped, not a clock race
 
-
-def test_a_damaged_pack_is_discarded_and_the_start_goes_cold(tmp_path):
-    study = write_study(tmp_path / "s.yaml", name="starts", grid="g", blocks=[
-        {"engine": "mock", "models": ["tiny"], "name": "compiled",
-         "flags": {"gpus": 0, "start-s": 1, "warm-start-s": 0.1, "graph": "g2"}}])
-    packs = tmp_path / "packs"
-    cold, _ = _start_only(study, tmp_path / "a", packs, tmp_path / "node-a")
-    tgz = packs / f"{cold['compile_cache_group']}.tgz"
+    # a pack damaged on the way is discarded and the start goes cold, never fails
+    tgz = packs / f"{group}.tgz"
     tgz.write_bytes(tgz.read_bytes()[:-20] + b"x" * 20)
-
-    again, _ = _start_only(study, tmp_path / "b", packs, tmp_path / "node-b")
+    again, _ = _start_only(study, tmp_path / "c", packs, tmp_path / "node-c")
     assert again["start"] == "cold" and "checksum" in again["compile_cache_discarded"]
