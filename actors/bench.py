@@ -11,7 +11,6 @@ import importlib.metadata
 import json
 import os
 import random
-import shutil
 import socket
 import subprocess
 import threading
@@ -29,7 +28,6 @@ from farm.engines.base import Failure, redact_args
 from actors.proc import (EngineEnvError, EngineExited, EngineProcess, ReadyTimeout, clean_env, expand_env, free_port,
                        tail)
 from farm.analysis import capacity, outcome
-from farm.analysis.start_phases import start_cache
 from farm.analysis.results import (ProfileRun, ReportError, Status, TrialResult, WarmupRun, parse_report, slim_report,
                                    stopped_by_time_limit)
 from farm.secrets import redact_flags, scrub, secret_values
@@ -157,9 +155,7 @@ class TrialRunner:
         if caches and self._group:
             reported["compile_cache_group"] = self._group
             self._pull(reported)
-        for path in caches.values():
-            Path(path).mkdir(parents=True, exist_ok=True)
-        cold = not any(any(Path(path).iterdir()) for path in caches.values()) if caches else None
+        cold = compile_cache.cache_dirs_cold(caches)
         return clean_env(dict(os.environ), {**caches, **expand_env(wanted, dict(os.environ))}), cold
 
     def _store(self, reported: dict):
@@ -176,32 +172,21 @@ class TrialRunner:
         store = self._store(reported)
         if store is None:
             return
-        try:
-            pulled = compile_cache.pull(store, self._group, self._group_dir)
-            if pulled is not None:
-                reported["compile_cache_pulled"] = pulled
-        except Exception as exc:  # noqa: BLE001 - a corrupt or unreadable pack: discarded, the start goes cold
-            shutil.rmtree(self._group_dir, ignore_errors=True)
-            self._group_dir.mkdir(parents=True, exist_ok=True)
-            reported["compile_cache_discarded"] = scrub(f"{exc}", self._secrets)[:300]
+        said = compile_cache.pull_group(store, self._group, self._group_dir)
+        if "compile_cache_discarded" in said:
+            said["compile_cache_discarded"] = scrub(said["compile_cache_discarded"], self._secrets)
+        reported.update(said)
 
     def _publish(self, result: TrialResult) -> None:
         """After a start that compiled, the group's cache for the other nodes and later sweeps."""
         reported = result.engine_reported
-        if not (self.job.compile_cache and self._group) or "compile_cache_pulled" in reported:
-            return
-        if start_cache(reported) != "cold" or not compile_cache.has_files(self._group_dir):
+        if not (self.job.compile_cache and self._group) or not compile_cache.compiled_here(reported, self._group_dir):
             return
         store = self._store(reported)
         if store is None:
             return
-        try:
-            reported["compile_cache_published"] = compile_cache.publish(store, self._group_dir, self._group,
-                                                                        self.engine.name, self._gpu_model)
-        except compile_cache.CacheError as exc:
-            reported["compile_cache_not_published"] = str(exc)
-        except Exception as exc:  # noqa: BLE001 - the trial measured what it measured; sharing is a bonus
-            reported["compile_cache_not_published"] = scrub(f"{type(exc).__name__}: {exc}", self._secrets)[:300]
+        said = compile_cache.publish_group(store, self._group_dir, self._group, self.engine.name, self._gpu_model)
+        reported.update({k: scrub(v, self._secrets) if isinstance(v, str) else v for k, v in said.items()})
 
     # -- the trial -----------------------------------------------------------------------
     def run(self) -> TrialResult:

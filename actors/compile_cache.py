@@ -134,6 +134,45 @@ def publish(store: Store, directory: Path, key: str, engine: str, gpu: str | Non
     return {"to": store.where, "bytes": meta.bytes, "files": meta.files}
 
 
+def pull_group(store: Store, key: str, directory: Path) -> dict[str, Any]:
+    """A start's pull of its group, as its record says it: `compile_cache_pulled`, or
+    `compile_cache_discarded` (why) with the directory emptied so the start goes cold; {} when the
+    store holds no pack of the group."""
+    try:
+        pulled = pull(store, key, directory)
+    except Exception as exc:  # noqa: BLE001 - a corrupt or unreadable pack: discarded, never a failed start
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True, exist_ok=True)
+        return {"compile_cache_discarded": f"{exc}"[:300]}
+    return {"compile_cache_pulled": pulled} if pulled is not None else {}
+
+
+def compiled_here(reported: dict[str, Any], directory: Path) -> bool:
+    """Whether a start compiled its group's cache itself (its record says cold and it pulled
+    nothing) and left files to share: only such a start publishes."""
+    from farm.analysis.start_phases import start_cache
+
+    return "compile_cache_pulled" not in reported and start_cache(reported) == "cold" and has_files(directory)
+
+
+def publish_group(store: Store, directory: Path, key: str, engine: str, gpu: str | None) -> dict[str, Any]:
+    """The group's pack into `store` (after `compiled_here`), as the start's record says it:
+    `compile_cache_published` or `compile_cache_not_published` (why)."""
+    try:
+        return {"compile_cache_published": publish(store, directory, key, engine, gpu)}
+    except CacheError as exc:
+        return {"compile_cache_not_published": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - the start measured what it measured; sharing is a bonus
+        return {"compile_cache_not_published": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def cache_dirs_cold(caches: dict[str, str]) -> bool | None:
+    """Make the engine's cache directories; whether all are empty (a cold start), None without any."""
+    for path in caches.values():
+        Path(path).mkdir(parents=True, exist_ok=True)
+    return not any(any(Path(path).iterdir()) for path in caches.values()) if caches else None
+
+
 class Store(Protocol):
     where: str
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -35,32 +34,21 @@ from farm.study.load import load_study
 
 def pull(engine, trial, packs: str | None, reported: dict) -> tuple[str | None, Path]:
     """The trial's compile group and its directory in the node cache, the group's pack pulled first
-    from `packs` where the node has none of it (the actor's rule: one that does not unpack goes cold)."""
+    from `packs` where the node has none of it (as the actor pulls it: actors/bench.py)."""
     group = compile_cache.group_key(engine, trial, _gpu_name([]) if trial.gpus else None)
     group_dir = cache_dir() / "compile" / group if group else cache_dir() / "compile"
     if group:
         reported["compile_cache_group"] = group
     if packs and group and not compile_cache.has_files(group_dir):
-        try:
-            pulled = compile_cache.pull(compile_cache.DirStore(packs), group, group_dir)
-            if pulled is not None:
-                reported["compile_cache_pulled"] = pulled
-        except Exception as exc:  # noqa: BLE001 - discarded, the start goes cold (as in the actor)
-            shutil.rmtree(group_dir, ignore_errors=True)
-            reported["compile_cache_discarded"] = str(exc)[:300]
+        reported.update(compile_cache.pull_group(compile_cache.DirStore(packs), group, group_dir))
     return group, group_dir
 
 
 def publish(engine, trial, group: str | None, group_dir: Path, packs: str | None, reported: dict) -> None:
     """After a start that compiled, the group's pack into `packs`, as the actor publishes it."""
-    if not (packs and group) or "compile_cache_pulled" in reported or start_cache(reported) != "cold":
-        return
-    if compile_cache.has_files(group_dir):
-        try:
-            reported["compile_cache_published"] = compile_cache.publish(
-                compile_cache.DirStore(packs), group_dir, group, engine.name, _gpu_name([]) if trial.gpus else None)
-        except Exception as exc:  # noqa: BLE001 - the start is measured either way
-            reported["compile_cache_not_published"] = str(exc)[:300]
+    if packs and group and compile_cache.compiled_here(reported, group_dir):
+        reported.update(compile_cache.publish_group(compile_cache.DirStore(packs), group_dir, group, engine.name,
+                                                    _gpu_name([]) if trial.gpus else None))
 
 
 def main(config: str, grid: str, name: str, out: str, packs: str | None = None) -> int:
@@ -73,13 +61,10 @@ def main(config: str, grid: str, name: str, out: str, packs: str | None = None) 
     engine = get_engine(trial.engine)
     reported: dict = {}
     group, group_dir = pull(engine, trial, packs, reported)
-    caches = engine.cache_env(group_dir, trial.all_flags)
-    for path in caches.values():
-        Path(path).mkdir(parents=True, exist_ok=True)
-    reported["compile_cache_cold"] = not any(any(Path(p).iterdir()) for p in caches.values()) if caches else None
     wanted = engine.env(spec, trial)
-    env = clean_env(dict(os.environ), {**{k: v for k, v in caches.items() if k not in wanted},
-                                       **expand_env(wanted, dict(os.environ))})
+    caches = {k: v for k, v in engine.cache_env(group_dir, trial.all_flags).items() if k not in wanted}
+    reported["compile_cache_cold"] = compile_cache.cache_dirs_cold(caches)
+    env = clean_env(dict(os.environ), {**caches, **expand_env(wanted, dict(os.environ))})
     port = free_port(spec.host)
     argv = engine.command(spec, trial, port=port)
     out_dir = Path(out)
