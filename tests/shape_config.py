@@ -14,7 +14,8 @@ REPO = Path(__file__).resolve().parent.parent
 H200_LOGS = REPO / "bench" / "h200" / "engine-logs"
 # The four SGLang 0.5.16 starts whose logs print their pools (the fifth stopped before loading).
 SGLANG_STARTS = ("default-dummy-cold-start", "max-running-512-dummy-warm-start",
-                 "max-running-512-radix-off-dummy-start-stopped", "fp8-dummy-warm-start")
+                 "max-running-512-radix-off-dummy-start-stopped", "fp8-dummy-warm-start",
+                 "max-running-512-radix-off-dummy-cold-start", "fp8-radix-off-dummy-start-only")
 
 
 @functools.lru_cache(maxsize=1)

@@ -27,6 +27,9 @@ MRR512 = H200 / "sglang-0.5.16-max-running-512-dummy-warm-start.log"
 FP8 = H200 / "sglang-0.5.16-fp8-dummy-warm-start.log"
 MRR512_NO_RADIX = H200 / "sglang-0.5.16-max-running-512-radix-off-dummy-start-stopped.log"
 NO_PROCESSOR = H200 / "sglang-0.5.16-no-image-processor.log"
+# 2026-12-03: the 512-radix-off trial's own start, and FP8 with the radix cache off (start only)
+MRR512_NO_RADIX_TRIAL = H200 / "sglang-0.5.16-max-running-512-radix-off-dummy-cold-start.log"
+FP8_NO_RADIX = H200 / "sglang-0.5.16-fp8-radix-off-dummy-start-only.log"
 sglang = get_engine("sglang")
 
 
@@ -45,6 +48,13 @@ sglang = get_engine("sglang")
     # start was stopped in its CUDA-graph capture, before the summary line
     (MRR512_NO_RADIX, {"mamba_cache_size": 512, "kv_cache_tokens": 1_034_198, "prefix_caching": False,
                        "cuda_graph_max_size": 256, "max_running_requests": None}),
+    # the same configuration's trial, started to the end: SGLang keeps all 512 requests at once
+    (MRR512_NO_RADIX_TRIAL, {"mamba_cache_size": 512, "kv_cache_tokens": 1_034_198, "max_running_requests": 512,
+                             "prefix_caching": False}),
+    # FP8 weights with the radix cache off: the mamba cache sized from the memory (643 slots) sets
+    # the requests at once, five times SGLang's default 128 with FP8
+    (FP8_NO_RADIX, {"mamba_cache_size": 643, "kv_cache_tokens": 2_248_855, "max_running_requests": 643,
+                    "prefix_caching": False, "quantization": "fp8", "cuda_graph_max_size": 256}),
 ])
 def test_capacity_lines(log, expected):
     got = sglang.reported_capacity(log.read_text())
