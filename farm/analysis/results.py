@@ -53,7 +53,12 @@ class RunMetrics(BaseModel):
     errored_requests: float = 0
     incomplete_requests: float = 0
     total_requests: float
-    success_rate: float = Field(description="Successful requests over all requests the profile asked for.")
+    success_rate: float = Field(description="Successful requests over all requests the profile asked for "
+                                            "(less those the client lost track of: `client_lost_requests`).")
+    client_lost_requests: float = Field(
+        default=0, description="Requests guidellm sent and never saw end: its benchmark finished, with no limit "
+                               "reached, while they were still in flight. The client's loss, not the engine's "
+                               "failure: left out of the success rate.")
     max_concurrency: float | None = None
     duration_s: float
     total_input_tokens: float
@@ -270,6 +275,22 @@ def _stat(metrics: dict, name: str, stat: str, scope: str = "successful") -> flo
     return float(value) if value is not None else None
 
 
+def _lost_by_client(bench: dict) -> float:
+    """Requests guidellm's scheduler still had in flight when its benchmark ended, although no limit
+    ended it: guidellm 0.8.1 can finish a `max_requests` run before the last response's update reaches
+    its scheduler (on a busy 2-core machine: created 8, processed 7, one "processing", no end of
+    processing recorded, while the server had answered all 8 with 200). Such a request is neither
+    served nor failed as far as farm can tell, so it does not count against the engine. A run that a
+    time limit ended keeps its unfinished requests as failures: the engine was too slow for them."""
+    state = bench.get("scheduler_state") or {}
+    if state.get("end_processing_time") is not None or not state.get("processing_requests"):
+        return 0.0
+    limits = {**(state.get("end_queuing_constraints") or {}), **(state.get("scheduler_constraints") or {})}
+    if any((c.get("metadata") or {}).get("duration_exceeded") for c in limits.values() if isinstance(c, dict)):
+        return 0.0
+    return float(state["processing_requests"])
+
+
 def parse_benchmark(bench: dict, total_requests: int | None = None) -> RunMetrics:
     """One entry of `benchmarks[]` of a guidellm 0.8 report."""
     try:
@@ -284,6 +305,8 @@ def parse_benchmark(bench: dict, total_requests: int | None = None) -> RunMetric
     # metrics, while its scheduler still counts them as successful: they were served, so they
     # count toward the success rate (the token totals stay those of the window).
     served = max(ok, float((bench.get("scheduler_state") or {}).get("successful_requests") or 0))
+    lost = _lost_by_client(bench)
+    counted = asked - lost
     prompt = _stat(m, "prompt_token_count", "total_sum") or 0.0
     output = _stat(m, "output_token_count", "total_sum") or 0.0
     # Guard against a zero-length benchmark (e.g. every request failed at once).
@@ -295,7 +318,8 @@ def parse_benchmark(bench: dict, total_requests: int | None = None) -> RunMetric
         errored_requests=float(totals.get("errored", 0)),
         incomplete_requests=float(totals.get("incomplete", 0)),
         total_requests=asked,
-        success_rate=min(1.0, served / asked) if asked else 0.0,
+        success_rate=min(1.0, served / counted) if counted > 0 else 0.0,
+        client_lost_requests=lost,
         max_concurrency=strategy.get("max_concurrency"),
         duration_s=duration,
         total_input_tokens=prompt,

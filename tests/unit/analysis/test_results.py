@@ -44,3 +44,35 @@ def test_success_rate_is_over_the_profiles_requests():
 def test_malformed_reports(bad):
     with pytest.raises(ReportError):
         parse_report(bad)
+
+
+LOST = FIXTURES / "guidellm-0.8.1-mock-report-one-request-lost.json"
+
+
+def test_a_request_guidellm_lost_track_of_is_not_the_engines_failure():
+    # A real report from a CI run (tests/unit/cli/test_partial_sweep.py, 2026-12-03): 8 requests
+    # asked of a mock-server that answered all 8 with 200, and guidellm ended its benchmark with 7
+    # processed and one still "processing", no limit reached. farm marked the trial
+    # low_success_rate (7 of 8); the lost request now counts neither way.
+    raw = json.loads(LOST.read_text())
+    state = raw["benchmarks"][0]["scheduler_state"]
+    assert (state["created_requests"], state["processed_requests"], state["processing_requests"]) == (8, 7, 1)
+    metrics, _ = parse_report(raw, total_requests=8)
+    assert metrics.successful_requests == 7 and metrics.errored_requests == 0
+    assert metrics.client_lost_requests == 1 and metrics.success_rate == 1.0
+    # the throughput stays that of the 7 requests guidellm measured
+    output = raw["benchmarks"][0]["metrics"]["output_token_count"]["successful"]["total_sum"]
+    assert metrics.output_tps == pytest.approx(output / raw["benchmarks"][0]["duration"])
+
+
+def test_requests_still_in_flight_when_a_time_limit_ends_the_run_are_failures():
+    raw = json.loads(LOST.read_text())
+    state = raw["benchmarks"][0]["scheduler_state"]
+    state["scheduler_constraints"]["max_duration"]["metadata"]["duration_exceeded"] = True
+    metrics, _ = parse_report(raw, total_requests=8)
+    assert metrics.client_lost_requests == 0 and metrics.success_rate == pytest.approx(7 / 8)
+
+
+def test_a_complete_run_loses_nothing():
+    metrics, _ = parse_report(REPORT, total_requests=64)
+    assert metrics.client_lost_requests == 0 and metrics.success_rate == 1.0
