@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -55,6 +56,24 @@ def test_basic_auth_server(auth_server, tmp_path):
     assert oct((auth_server["store"] / "basic_auth.ini").stat().st_mode & 0o777) == "0o600"
     text = auth_server["log"].read_text()
     assert "--app-name basic-auth" in text and PASSWORD not in text
+    # the server and its HTTP worker, without MLflow's job runner and its huey consumers (farm
+    # never runs MLflow jobs; they cost seconds of CPU and memory each on the head)
+    group = _group_commands(auth_server["proc"].pid)
+    assert any("mlflow server" in c for c in group) and any("uvicorn" in c for c in group), group
+    assert not [c for c in group if "huey" in c or "jobs._job_runner" in c], group
+
+
+def _group_commands(pgid: int) -> list[str]:
+    """The command lines of the processes in one process group (the server's, started in its own)."""
+    commands = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid:
+                commands.append((stat.parent / "cmdline").read_text().replace("\0", " "))
+        except (OSError, IndexError, ValueError):
+            pass
+    return commands
 
 
 @pytest.mark.parametrize("login, message", [
