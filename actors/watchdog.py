@@ -43,11 +43,17 @@ def group_alive(pgid: int) -> bool:
 
 def _group_states(pgid: int) -> list[str] | None:
     """The states of group `pgid`'s processes as /proc shows them; None where there is no /proc."""
+    members = group_members(pgid)
+    return None if members is None else [state for _, state in members]
+
+
+def group_members(pgid: int) -> list[tuple[int, str]] | None:
+    """(pid, state) of each process of group `pgid` as /proc shows them; None where there is no /proc."""
     try:
         pids = [name for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
         return None
-    states = []
+    members = []
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat", "rb") as fh:
@@ -57,8 +63,8 @@ def _group_states(pgid: int) -> list[str] | None:
         # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses
         fields = stat[stat.rfind(b")") + 2:].split()
         if len(fields) > 2 and int(fields[2]) == pgid:
-            states.append(fields[0].decode())
-    return states
+            members.append((int(pid), fields[0].decode()))
+    return members
 
 
 def watch(pgid: int, owner: int, grace_s: float) -> int:

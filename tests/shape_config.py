@@ -12,7 +12,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 H200_LOGS = REPO / "bench" / "h200" / "engine-logs"
-# The four SGLang 0.5.16 starts whose logs print their pools (the fifth stopped before loading).
+# The SGLang 0.5.16 starts on the H200 whose logs print their pools (the image-processor failure
+# stopped before loading): four of 2026-12-01, the 512-radix-off trial and FP8 radix-off of 2026-12-03.
 SGLANG_STARTS = ("default-dummy-cold-start", "max-running-512-dummy-warm-start",
                  "max-running-512-radix-off-dummy-start-stopped", "fp8-dummy-warm-start",
                  "max-running-512-radix-off-dummy-cold-start", "fp8-radix-off-dummy-start-only")

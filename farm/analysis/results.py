@@ -275,14 +275,14 @@ def _stat(metrics: dict, name: str, stat: str, scope: str = "successful") -> flo
     return float(value) if value is not None else None
 
 
-def _lost_by_client(bench: dict) -> float:
+def _lost_by_client(state: dict) -> float:
     """Requests guidellm's scheduler still had in flight when its benchmark ended, although no limit
     ended it: guidellm 0.8.1 can finish a `max_requests` run before the last response's update reaches
     its scheduler (on a busy 2-core machine: created 8, processed 7, one "processing", no end of
     processing recorded, while the server had answered all 8 with 200). Such a request is neither
     served nor failed as far as farm can tell, so it does not count against the engine. A run that a
-    time limit ended keeps its unfinished requests as failures: the engine was too slow for them."""
-    state = bench.get("scheduler_state") or {}
+    time limit ended keeps its unfinished requests as failures: the engine was too slow for them.
+    `state` is the benchmark's `scheduler_state`."""
     if state.get("end_processing_time") is not None or not state.get("processing_requests"):
         return 0.0
     limits = {**(state.get("end_queuing_constraints") or {}), **(state.get("scheduler_constraints") or {})}
@@ -304,8 +304,9 @@ def parse_benchmark(bench: dict, total_requests: int | None = None) -> RunMetric
     # guidellm 0.8.1 leaves requests that complete after its measurement window closes out of its
     # metrics, while its scheduler still counts them as successful: they were served, so they
     # count toward the success rate (the token totals stay those of the window).
-    served = max(ok, float((bench.get("scheduler_state") or {}).get("successful_requests") or 0))
-    lost = _lost_by_client(bench)
+    state = bench.get("scheduler_state") or {}
+    served = max(ok, float(state.get("successful_requests") or 0))
+    lost = _lost_by_client(state)
     counted = asked - lost
     prompt = _stat(m, "prompt_token_count", "total_sum") or 0.0
     output = _stat(m, "output_token_count", "total_sum") or 0.0

@@ -65,13 +65,13 @@ def test_basic_auth_server(auth_server, tmp_path):
 
 def _group_commands(pgid: int) -> list[str]:
     """The command lines of the processes in one process group (the server's, started in its own)."""
+    from actors.watchdog import group_members
+
     commands = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for pid, _ in group_members(pgid) or []:
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid:
-                commands.append((stat.parent / "cmdline").read_text().replace("\0", " "))
-        except (OSError, IndexError, ValueError):
+            commands.append(Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " "))
+        except OSError:  # gone meanwhile
             pass
     return commands
 
