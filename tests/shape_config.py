@@ -16,7 +16,8 @@ H200_LOGS = REPO / "bench" / "h200" / "engine-logs"
 # stopped before loading): four of 2026-12-01, the 512-radix-off trial and FP8 radix-off of 2026-12-03.
 SGLANG_STARTS = ("default-dummy-cold-start", "max-running-512-dummy-warm-start",
                  "max-running-512-radix-off-dummy-start-stopped", "fp8-dummy-warm-start",
-                 "max-running-512-radix-off-dummy-cold-start", "fp8-radix-off-dummy-start-only")
+                 "max-running-512-radix-off-dummy-cold-start", "fp8-radix-off-dummy-start-only",
+                 "fp8-dummy-cold-start", "fp8-radix-off-dummy-warm-start")
 
 
 @functools.lru_cache(maxsize=1)

@@ -30,6 +30,10 @@ NO_PROCESSOR = H200 / "sglang-0.5.16-no-image-processor.log"
 # 2026-12-03: the 512-radix-off trial's own start, and FP8 with the radix cache off (start only)
 MRR512_NO_RADIX_TRIAL = H200 / "sglang-0.5.16-max-running-512-radix-off-dummy-cold-start.log"
 FP8_NO_RADIX = H200 / "sglang-0.5.16-fp8-radix-off-dummy-start-only.log"
+# 2026-12-03 (afternoon): the FP8 trial's own start (cold), and FP8 with the radix cache off as a
+# trial (warm: the same compile group had just started on that node)
+FP8_TRIAL = H200 / "sglang-0.5.16-fp8-dummy-cold-start.log"
+FP8_NO_RADIX_TRIAL = H200 / "sglang-0.5.16-fp8-radix-off-dummy-warm-start.log"
 sglang = get_engine("sglang")
 
 
@@ -55,6 +59,11 @@ sglang = get_engine("sglang")
     # the requests at once, five times SGLang's default 128 with FP8
     (FP8_NO_RADIX, {"mamba_cache_size": 643, "kv_cache_tokens": 2_248_855, "max_running_requests": 643,
                     "prefix_caching": False, "quantization": "fp8", "cuda_graph_max_size": 256}),
+    # the trials themselves, started to the end, say the same as the start-only runs before them
+    (FP8_TRIAL, {"mamba_cache_size": 643, "kv_cache_tokens": 2_248_855, "max_running_requests": 128,
+                 "prefix_caching": True, "quantization": "fp8"}),
+    (FP8_NO_RADIX_TRIAL, {"mamba_cache_size": 643, "kv_cache_tokens": 2_248_855, "max_running_requests": 643,
+                          "prefix_caching": False, "quantization": "fp8"}),
 ])
 def test_capacity_lines(log, expected):
     got = sglang.reported_capacity(log.read_text())
