@@ -7,8 +7,10 @@
 #   bash scripts/h200/device.sh run SECONDS      # install what is complete, start (or keep) the sweep, wait;
 #                                                # the call ends SECONDS after it began (keep it under 580)
 #   FARM_H200_GRID=sglang bash scripts/h200/device.sh run SECONDS   # the SGLang grid (engine-sglang bundle)
-#   FARM_H200_GRID=sglang bash scripts/h200/device.sh start-only TRIAL  # one trial's engine start, no runs
-#                                                # (its group's pack pulled first, as a trial's actor does)
+#   FARM_H200_GRID=sglang bash scripts/h200/device.sh start-only TRIAL [SECONDS]  # one trial's engine start,
+#                                                # no runs (its group's pack pulled first, as a trial's actor
+#                                                # does); the call ends SECONDS after it began (default 575),
+#                                                # snapshot included: give it what the device has left
 #   FARM_H200_GRID=tp bash scripts/h200/device.sh run SECONDS      # nvidia-h200-x2: TP 1/2, DP 2, EP (bench/h200-x2/)
 #   FARM_H200_GRID=busy bash scripts/h200/device.sh run SECONDS    # nvidia-h200-x4/-x8: 18 TP1 trials, makespan
 #   FARM_H200_GRID=full FARM_H200_SWEEP_ARGS="--strategy halving --budget 1" bash scripts/h200/device.sh run SECONDS
@@ -158,11 +160,18 @@ start_only() {
   fi
   install_complete
   packs_in   # carried packs first: the start pulls its group's pack as a trial's actor would
+  # The start ends SECONDS after the call began (installs counted in), so the snapshot below always
+  # runs: a start cut off by the call's own end brings back its engine log up to there. On a fresh
+  # machine the installs take ~85 s of it (2026-12-03: a call cut at 330 s brought back nothing).
+  left=$(( CALL_T0 + ${2:-575} - 20 - $(date +%s) ))
+  if [ "$left" -lt 30 ]; then echo "start-only: $left s left of the call: not started"; snapshot; return 0; fi
   PYTHONPATH="$REPO:$B/tree/farm-node:$B/tree/engine-vllm" FARM_ENGINE_PYTHONPATH="$B/tree/engine-vllm" \
     FARM_SGLANG_PYTHONPATH="$B/tree/engine-sglang" FARM_CACHE_DIR="$B/cache" HF_HUB_OFFLINE=1 \
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
-    timeout 560 python3 "$REPO/scripts/h200/start-only.py" "$REPO/configs/h200-dummy.yaml" \
-    "${FARM_H200_GRID:-seed}" "$1" "$B/start-only/$1" "$B/packs" 2>&1 | tail -5
+    timeout "$left" python3 "$REPO/scripts/h200/start-only.py" "$REPO/configs/h200-dummy.yaml" \
+    "${FARM_H200_GRID:-seed}" "$1" "$B/start-only/$1" "$B/packs" > "$B/start-only-$1.out" 2>&1 \
+    || echo "start-only ended with $? (124: stopped at the call's end, $left s)"
+  tail -5 "$B/start-only-$1.out"
   snapshot
 }
 
@@ -237,7 +246,7 @@ case "${1:-}" in
   # installs, engine facts and the store, without a sweep (~100 s on a fresh machine): the next
   # `run` starts its trial at once, so a trial of up to ~9 minutes ends within that one call
   prepare) stage; PREPARE_ONLY=1 run 0 ;;
-  start-only) stage; start_only "${2:?trial name}" ;;
+  start-only) stage; start_only "${2:?trial name}" "${3:-575}" ;;
   packs-out) packs_out "${2:-0}" ;;
   packs-in) stage; packs_in ;;   # what `run` does first; alone for a check
   *) echo "usage: $0 stage | prepare | run [SECONDS] | start-only TRIAL | packs-out [FIRST] | packs-in" >&2; exit 2 ;;
