@@ -6,6 +6,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -69,22 +70,23 @@ class ClientOutcome:
     seconds: float
     log_path: Path
     report_path: Path
+    client_pid: int | None = None  # the client process (its group) that ran it
+    forked: bool = False  # whether the node's client host forked that client
 
 
-def _client_env() -> dict[str, str]:
+def client_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env.setdefault("GUIDELLM__MAX_WORKER_PROCESSES", DEFAULT_WORKERS)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     return env
 
 
-def _wait(proc: subprocess.Popen, done, *, started: float, timeout_s: float, engine_alive, cancelled,
-          replies=None) -> bool:
+def _wait(client, done, *, started: float, timeout_s: float, engine_alive, cancelled, replies=None) -> bool:
     """Poll until `done()`, the client process exits, the time limit passes (-> True: timed out),
     the trial is cancelled, or the engine has been dead for 20 s. With `replies` (the client's
     reply pipe) a reply ends the wait as it comes, not at the next 0.1 s tick."""
     engine_gone_at: float | None = None
-    while not done() and proc.poll() is None:
+    while not done() and client.alive():
         now = time.monotonic()
         if now - started > timeout_s:
             return True
@@ -111,17 +113,146 @@ def run_client(spec: dict, *, workdir: Path, name: str, timeout_s: float,
                            cancelled=cancelled)
 
 
+class _Spawned:
+    """A client process this actor started (`python -m actors.guidellm_worker --serve`): requests
+    on its stdin, replies on a pipe of their own (guidellm prints to stdout)."""
+
+    forked = False
+
+    def __init__(self, log_path: Path) -> None:
+        read_fd, write_fd = os.pipe()
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "actors.guidellm_worker", "--serve", str(write_fd)],
+                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
+                env=client_env(), start_new_session=True, text=True)
+        os.close(write_fd)
+        os.set_blocking(read_fd, False)
+        self.replies = os.fdopen(read_fd, "r")
+        self.pid = self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def send(self, line: str) -> None:
+        self.proc.stdin.write(line)
+        self.proc.stdin.flush()
+
+    def end(self, wait_s: float) -> None:
+        """No more runs: the client exits by itself; its group is killed if it has not within `wait_s`."""
+        if self.alive() and wait_s > 0:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=wait_s)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        if self.alive():
+            kill_group(self.pid, self.proc.wait)
+        self.replies.close()
+
+
+class _Forked:
+    """A client the node's host forked (actors/client_host.py): guidellm already loaded; requests
+    and replies are lines on the connection, and the host records its exit code."""
+
+    forked = True
+
+    def __init__(self, address: str, log_path: Path, timeout_s: float = 30.0) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout_s)
+            sock.connect(address)
+            sock.sendall(json.dumps({"log": str(log_path)}).encode() + b"\n")
+            hello = b""
+            while not hello.endswith(b"\n"):
+                chunk = sock.recv(4096)
+                if not chunk:
+                    raise OSError("the client host closed the connection")
+                hello += chunk
+            self.pid = int(json.loads(hello)["pid"])
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+        self.exits = Path(address).parent / "exits"
+        fd = os.dup(sock.fileno())
+        os.set_blocking(fd, False)
+        self.replies = os.fdopen(fd, "r")
+
+    def alive(self) -> bool:
+        return _running(self.pid)
+
+    def returncode(self) -> int | None:
+        # the host writes it once it reaped the client (a moment after the client is gone)
+        deadline = time.monotonic() + 2.0
+        while True:
+            try:
+                return int((self.exits / str(self.pid)).read_text())
+            except (OSError, ValueError):
+                if time.monotonic() > deadline:
+                    return None
+                time.sleep(0.05)
+
+    def send(self, line: str) -> None:
+        # with a timeout the socket's descriptor stays non-blocking, which the reply reader needs
+        self.sock.sendall(line.encode())
+
+    def end(self, wait_s: float) -> None:
+        if self.alive() and wait_s > 0:
+            try:
+                self.sock.shutdown(socket.SHUT_WR)  # the end of its requests: it exits
+            except OSError:
+                pass
+            deadline = time.monotonic() + wait_s
+            while self.alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        if self.alive():
+            kill_group(self.pid, lambda timeout: _gone_within(self.pid, timeout))
+        self.replies.close()
+        self.sock.close()
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` runs (not exited, not a zombie waiting for its reaper)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")
+
+
+def _gone_within(pid: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while _running(pid):
+        if time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(str(pid), timeout)
+        time.sleep(0.05)
+
+
 class ClientSession:
-    """One guidellm client process (`actors.guidellm_worker --serve`) for all runs of a trial, in
-    its own process group, watched like the engine so that it never outlives the actor.
+    """One guidellm client process for all runs of a trial, in its own process group, watched like
+    the engine so that it never outlives the actor.
+
+    With `host` (a callable: the node's client host's socket once it listens within the seconds
+    given, else None) the client is forked by the node's host (actors/client_host.py), guidellm
+    already loaded; without one, or when the host cannot fork one, this starts its own
+    (`actors.guidellm_worker --serve`).
 
     A run that times out, is cancelled or outlives its engine kills the process group; the next
     run starts a new client process. Each run's output goes to its own log file."""
 
-    def __init__(self) -> None:
-        self._proc: subprocess.Popen | None = None
+    # How long a run waits for the node's host to listen (its own import of guidellm, ~5 s of CPU)
+    # before starting a client of its own.
+    HOST_WAIT_S = 60.0
+
+    def __init__(self, host=None) -> None:
+        self._host = host
+        self._client: _Spawned | _Forked | None = None
         self._watchdog: subprocess.Popen | None = None
-        self._replies = None
 
     def __enter__(self) -> ClientSession:
         return self
@@ -132,25 +263,33 @@ class ClientSession:
     @property
     def pid(self) -> int | None:
         """The client process (and its process group), while one runs."""
-        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+        return self._client.pid if self._client is not None and self._client.alive() else None
 
     def start(self, log_path: Path) -> None:
-        """Start the client process now (it loads guidellm while, say, the engine starts)."""
-        if self._proc is None or self._proc.poll() is not None:
-            self._start(log_path)
+        """Start the client now (a spawned one loads guidellm while, say, the engine starts); a
+        host still loading guidellm itself is waited for by the first run, not here."""
+        if self._client is None or not self._client.alive():
+            self._start(log_path, host_wait_s=0.0)
 
-    def _start(self, log_path: Path) -> subprocess.Popen:
-        read_fd, write_fd = os.pipe()
-        with open(log_path, "ab") as log:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "actors.guidellm_worker", "--serve", str(write_fd)],
-                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
-                env=_client_env(), start_new_session=True, text=True)
-        os.close(write_fd)
-        os.set_blocking(read_fd, False)
-        self._replies = os.fdopen(read_fd, "r")
-        self._watchdog = watch_group(self._proc.pid, 5.0)
-        return self._proc
+    def _start(self, log_path: Path, host_wait_s: float) -> _Spawned | _Forked | None:
+        if self._client is not None:
+            self.close(wait_s=0)
+        address = self._host(host_wait_s) if self._host is not None else None
+        if address is None and self._host is not None and host_wait_s == 0:
+            return None  # not listening yet: the first run waits for it
+        client: _Spawned | _Forked | None = None
+        if address is not None:
+            try:
+                client = _Forked(address, log_path)
+            except (OSError, ValueError, KeyError) as exc:
+                with open(log_path, "a") as log:  # the trial's client log says why it went its own way
+                    log.write(f"farm: the node's client host could not fork a client ({exc}); starting one\n")
+        if client is None:
+            self._host = None  # one failure is enough: this trial's later clients are its own
+            client = _Spawned(log_path)
+        self._client = client
+        self._watchdog = watch_group(client.pid, 5.0)
+        return client
 
     def run(self, spec: dict, *, workdir: Path, name: str, timeout_s: float,
             engine_alive=lambda: True, cancelled=lambda: False) -> ClientOutcome:
@@ -162,12 +301,14 @@ class ClientSession:
         log_path = workdir / f"{name}.guidellm.log"
         report = Path(spec["outputs"][0]["path"])
         started = time.monotonic()
-        proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start(log_path)
+        client = self._client
+        if client is None or not client.alive():
+            client = self._start(log_path, host_wait_s=self.HOST_WAIT_S)
         reply: list[str] = []
 
         def replied() -> bool:
             try:
-                line = self._replies.readline()
+                line = client.replies.readline()
             except (BlockingIOError, ValueError):
                 return False
             if line:
@@ -175,40 +316,30 @@ class ClientSession:
             return bool(reply)
 
         try:
-            proc.stdin.write(json.dumps({"spec": str(spec_path), "log": str(log_path)}) + "\n")
-            proc.stdin.flush()
+            client.send(json.dumps({"spec": str(spec_path), "log": str(log_path)}) + "\n")
         except (BrokenPipeError, OSError):
             pass  # the client died; its exit code is the outcome
-        timed_out = _wait(proc, replied, started=started, timeout_s=timeout_s, engine_alive=engine_alive,
-                          cancelled=cancelled, replies=self._replies)
+        timed_out = _wait(client, replied, started=started, timeout_s=timeout_s, engine_alive=engine_alive,
+                          cancelled=cancelled, replies=client.replies)
         if reply:
             returncode: int | None = json.loads(reply[0]).get("rc", 1)
         else:
             # stopped mid-run, or the client died: the next run gets a fresh one
             self.close(wait_s=0)
-            returncode = None if timed_out else proc.returncode
-        return ClientOutcome(returncode, timed_out, time.monotonic() - started, log_path, report)
+            returncode = None if timed_out else client.returncode()
+        return ClientOutcome(returncode, timed_out, time.monotonic() - started, log_path, report, client.pid,
+                             client.forked)
 
     def close(self, wait_s: float = 5.0) -> None:
         """End the client: after `wait_s` for it to exit by itself (end of requests), its group is killed."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            if proc.poll() is None and wait_s > 0:
-                try:
-                    proc.stdin.close()
-                    proc.wait(timeout=wait_s)
-                except (OSError, subprocess.TimeoutExpired):
-                    pass
-            if proc.poll() is None:
-                _kill_group(proc)
-            _kill_group_remnants(proc.pid)
+        client, self._client = self._client, None
+        if client is not None:
+            client.end(wait_s)
+            _kill_group_remnants(client.pid)
         if self._watchdog is not None:
             self._watchdog.kill()
             self._watchdog.wait(timeout=5)
             self._watchdog = None
-        if self._replies is not None:
-            self._replies.close()
-            self._replies = None
 
 
 def _kill_group_remnants(pgid: int) -> None:
@@ -220,14 +351,15 @@ def _kill_group_remnants(pgid: int) -> None:
         pass
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def kill_group(pgid: int, wait) -> None:
+    """SIGTERM, then SIGKILL, to group `pgid`; `wait(timeout)` waits for its leader."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
-            os.killpg(proc.pid, sig)
+            os.killpg(pgid, sig)
         except ProcessLookupError:
             return
         try:
-            proc.wait(timeout=5)
+            wait(timeout=5)
             return
         except subprocess.TimeoutExpired:
             continue

@@ -46,7 +46,7 @@ def run_spec(path: str) -> int:
     return 0
 
 
-def _to_log(path: str) -> None:
+def to_log(path: str) -> None:
     """This run's output (and guidellm's, and its workers' that this process starts) goes to `path`."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -56,32 +56,43 @@ def _to_log(path: str) -> None:
     os.close(fd)
 
 
-def serve(reply_fd: int) -> int:
+def start_forkserver() -> None:
+    """guidellm's worker processes from a forkserver that has their part of guidellm loaded."""
     import multiprocessing
 
     from multiprocessing import forkserver
 
     os.environ["GUIDELLM__MP_CONTEXT_TYPE"] = "forkserver"
     multiprocessing.set_forkserver_preload(FORKSERVER_PRELOAD)
+    forkserver.ensure_running()
+
+
+def serve_requests(requests, reply) -> int:
+    """One run per request line of `requests`, each reply a line on `reply`, until `requests` ends."""
+    for line in requests:
+        request = json.loads(line)
+        to_log(request["log"])
+        try:
+            rc = run_spec(request["spec"])
+        except BaseException:  # noqa: BLE001 - a failed run is reported; the next one may succeed
+            traceback.print_exc()
+            rc = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        reply.write(json.dumps({"rc": rc}) + "\n")
+        reply.flush()
+    return 0
+
+
+def serve(reply_fd: int) -> int:
     # Start the forkserver, then load guidellm here, before the first request: the actor starts
     # this process beside the engine, so the imports overlap the engine's start instead of a run.
     # The forkserver imports its preload by itself, beside this process's own import of guidellm
     # rather than after it: a run's first worker waits for the forkserver's imports.
-    forkserver.ensure_running()
+    start_forkserver()
     import guidellm.benchmark  # noqa: F401
     with os.fdopen(reply_fd, "w", buffering=1) as reply:
-        for line in sys.stdin:
-            request = json.loads(line)
-            _to_log(request["log"])
-            try:
-                rc = run_spec(request["spec"])
-            except BaseException:  # noqa: BLE001 - a failed run is reported; the next one may succeed
-                traceback.print_exc()
-                rc = 1
-            sys.stdout.flush()
-            sys.stderr.flush()
-            reply.write(json.dumps({"rc": rc}) + "\n")
-    return 0
+        return serve_requests(sys.stdin, reply)
 
 
 def main(argv: list[str]) -> int:
