@@ -19,9 +19,10 @@ from pathlib import Path
 
 import httpx
 import ray
+from ray.exceptions import RayError
 from pydantic import BaseModel, ConfigDict, Field
 
-from actors import bench_client, compile_cache
+from actors import bench_client, client_host, compile_cache
 from actors.datasets import DatasetMissing, prepare_sharegpt
 from farm.engines import get_engine
 from farm.engines.base import Failure, redact_args
@@ -64,6 +65,9 @@ class TrialJob(BaseModel):
     previous_attempts: list[str] = Field(default_factory=list, description="Earlier attempts that failed transiently.")
     compile_cache: str | None = Field(default=None, description="Where compile caches are shared: `ray:NAME` (the "
                                       "sweep's registry actor) or a directory every node sees; None: the node's alone.")
+    client_hosts: str | None = Field(default=None, description="The Ray namespace where the driver started a guidellm "
+                                     "client host on each node (actors/client_host.py); None: each trial starts its "
+                                     "own client.")
 
 
 class TrackingUnavailable(RuntimeError):
@@ -71,7 +75,7 @@ class TrackingUnavailable(RuntimeError):
 
 
 class TrialRunner:
-    def __init__(self, job: TrialJob):
+    def __init__(self, job: TrialJob, client_host=None):
         self.job = job
         self.engine = get_engine(job.trial.engine)
         self.proc: EngineProcess | None = None
@@ -84,7 +88,7 @@ class TrialRunner:
         self._group_dir = cache_dir() / "compile"
         self._gpu_model: str | None = None
         # One guidellm client process for the trial's warm-ups and runs (actors/bench_client.py).
-        self.client = bench_client.ClientSession()
+        self.client = bench_client.ClientSession(host=client_host)
 
     # -- helpers -------------------------------------------------------------------------
     def _log_tail(self) -> str:
@@ -383,6 +387,7 @@ class TrialRunner:
                                          engine_alive=lambda: self.proc is not None and self.proc.alive(),
                                          cancelled=self._cancelled.is_set)
         run.finished_at = time.time()
+        run.client_forked = client.forked
         after = self._counters(base_url)
         run.engine_counters = {k: after[k] - before[k] for k in after if k in before}
         # A search's run is judged against the SLO by the search, not failed here for its success rate.
@@ -478,6 +483,26 @@ def _node_id() -> str | None:
         return None
 
 
+def _node_client_host(job: TrialJob):
+    """This node's guidellm client host as `ClientSession` asks for it (seconds to wait -> its socket,
+    or None), or None where the sweep started none or this node has none (a node that joined later)."""
+    if not job.client_hosts:
+        return None
+    try:
+        host = ray.get_actor(client_host.host_name(ray.get_runtime_context().get_node_id()), namespace=job.client_hosts)
+    except ValueError:
+        return None
+    ref = host.address.remote()  # answered once the host listens (it imports guidellm first)
+
+    def address(timeout_s: float) -> str | None:
+        try:
+            return ray.get(ref, timeout=timeout_s)
+        except RayError:  # not listening yet (GetTimeoutError), or the host is gone
+            return None
+
+    return address
+
+
 # SPREAD: trials go to every node rather than filling one first (an option given at creation,
 # e.g. node affinity for a retry, replaces it). GPUs per trial come from `num_gpus` at creation:
 # Ray puts them all on one node and never hands out more than a node has.
@@ -487,7 +512,7 @@ class BenchActor:
 
     def __init__(self, job_json: str):
         self.job = TrialJob.model_validate_json(job_json)
-        self.runner = TrialRunner(self.job)
+        self.runner = TrialRunner(self.job, client_host=_node_client_host(self.job))
 
     def __repr__(self) -> str:
         # Ray reports this as the actor's `repr_name` (State API): `farm status` reads which trial

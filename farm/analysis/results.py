@@ -117,6 +117,9 @@ class ProfileRun(BaseModel):
     finished_at: float | None = None
     report_file: str | None = Field(default=None, description="guidellm's JSON report, relative to the trial directory.")
     cache_reset: bool | None = Field(default=None, description="Whether the prefix cache was reset before this run.")
+    client_forked: bool | None = Field(default=None, description="Whether the run's guidellm client was forked by its "
+                                       "node's client host (guidellm loaded once a node) rather than started by the "
+                                       "trial; None where farm did not say (results from before it did).")
     engine_counters: dict[str, float] = Field(
         default_factory=dict, description="The engine's own counters over this run (after minus before), "
         "e.g. prefix_cache_hits, from its /metrics endpoint.")

@@ -356,8 +356,10 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                             workdir=str(workdir / f"pass-{pass_index}" if later else workdir), order_seed=pass_index - 1,
                             first_pass=not later,
                             tracking_uri=None if later else tracking_uri, experiment_id=exp_id,
-                            parent_run_id=None if later else sweep_id, compile_cache=shared_cache)
+                            parent_run_id=None if later else sweep_id, compile_cache=shared_cache,
+                            client_hosts=hosts)
 
+        hosts = None if nothing_left else _client_hosts(sweep_id, todo + [t for t, _ in controls], study)
         jobs = [make_job(t, plan.first_pass_repeats(repeats)) for t in todo + [t for t, _ in controls]]
         max_in_flight = study.grids[grid].max_concurrent_trials or study.max_concurrent_trials
         # farm's metrics on Ray's Prometheus endpoint, for the dashboard's charts (farm/run/metrics.py)
@@ -413,6 +415,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         return outcome
     finally:
         _REGISTRIES.pop(sweep_id or "", None)
+        _end_client_hosts(sweep_id or "")
         if started_ray:
             ray.shutdown()
 
@@ -440,6 +443,53 @@ def _compile_cache(study: Study, sweep_id: str) -> str | None:
 
 
 _REGISTRIES: dict[str, object] = {}
+
+
+def _client_hosts(sweep_id: str, trials: list[Trial], study: Study) -> str | None:
+    """A guidellm client host on each node able to run one of `trials` (actors/client_host.py), in
+    the sweep's namespace: each trial's client is forked from its node's host, so guidellm is
+    imported once a node, not once a trial (about 4.5 s of CPU; on 2 cores it delayed a trial's
+    first run). Not waited for here: a trial waits for its node's host when it needs its client."""
+    if not trials:
+        return None
+    from actors.client_host import ClientHost, host_name
+
+    namespace = sweep_namespace(sweep_id)
+    gpus = min(t.gpus for t in trials)
+    # GPU trials held to a GPU model (`accelerator_type`) run only on nodes of that model
+    models = {study.engines[t.engine].accelerator_type if t.gpus else None for t in trials}
+
+    def runs_trials(node: dict) -> bool:
+        res = node.get("Resources", {})
+        return (node.get("Alive", False) and res.get("CPU", 0) >= ACTOR_CPUS and res.get("GPU", 0) >= gpus
+                and (None in models or any(res.get(f"accelerator_type:{m}") for m in models)))
+
+    _HOSTS[sweep_id] = [
+        ray.remote(ClientHost).options(
+            name=host_name(n["NodeID"]), namespace=namespace, num_cpus=0, get_if_exists=True,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=n["NodeID"], soft=False)).remote()
+        for n in ray.nodes() if runs_trials(n)]
+    return namespace
+
+
+def _end_client_hosts(sweep_id: str) -> None:
+    """Each host stops its process, then its actor goes (the trials' clients are their trials' to
+    stop); a host's watchdog stops a process whose actor went first."""
+    hosts = _HOSTS.pop(sweep_id, [])
+    if not hosts:
+        return
+    try:
+        ray.wait([host.stop.remote() for host in hosts], num_returns=len(hosts), timeout=15)
+    except Exception:  # noqa: BLE001 - a node lost, or Ray shut down: its host went with it
+        pass
+    for host in hosts:
+        try:
+            ray.kill(host, no_restart=True)
+        except Exception:  # noqa: BLE001 - as above
+            pass
+
+
+_HOSTS: dict[str, list] = {}
 
 
 def _unmeasurable(study: Study, todo: list[Trial], *, primary: str, sweep_id: str, exp_id: str, tracking_uri: str,

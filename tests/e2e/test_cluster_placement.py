@@ -152,6 +152,8 @@ def test_every_trial_ran_once_and_is_in_mlflow_once(cluster_sweep):
                                   filter_string=f"tags.`mlflow.parentRunId` = '{outcome.sweep_id}'")
     ids = [c.data.tags["farm.trial_id"] for c in children]
     assert sorted(ids) == sorted(t.id for t in trials)  # every trial, each once
+    # every run's guidellm client was forked by its node's client host (actors/client_host.py)
+    assert all(run.client_forked for r in outcome.results for run in r.runs)
 
 
 def test_trials_spread_over_both_h200_nodes_and_never_overbook_a_node(cluster_sweep):

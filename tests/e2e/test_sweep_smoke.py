@@ -97,6 +97,37 @@ def test_no_engine_outlives_the_sweep(smoke):
     wait_until(lambda: all(_dead(p) for p in pids), HANG_S, what=f"the engines {pids} to be gone")
 
 
+def _client_hosts() -> list[int]:
+    """Processes running a node's client host (`python -m actors.client_host SOCKET`)."""
+    from pathlib import Path
+
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"actors.client_host" in argv:
+            pids.append(int(cmdline.parent.name))
+    return pids
+
+
+def test_every_run_s_client_was_forked_by_the_node_s_host_and_the_host_ended_with_the_sweep(smoke):
+    """guidellm is imported once a node and sweep, not once a trial: each trial's client is forked by
+    its node's client host (actors/client_host.py), which ends with the sweep."""
+    import json
+
+    proc, uri, tmp = smoke
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("farm-demo")
+    runs = []
+    for child in client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'trial'"):
+        path = client.download_artifacts(child.info.run_id, "result.json", str(tmp / child.info.run_id))
+        runs += json.loads(open(path).read())["runs"]
+    assert len(runs) == 8 and all(run["client_forked"] is True for run in runs), runs
+    wait_until(lambda: not _client_hosts(), HANG_S, what="no client host to run after the sweep")
+
+
 def test_dry_run_lists_the_full_study_without_starting_anything(tmp_path):
     proc = run_farm("sweep", "--grid", "full", "--dry-run", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
