@@ -1,4 +1,4 @@
-"""End to end: capacity under an SLO through the CLI (local Ray, real guidellm, mock-servers behind
+"""End to end: capacity under an SLO through the CLI (the session's Ray head, real guidellm, mock-servers behind
 farm's admission gate, a temporary SQLite MLflow).
 
 The default study's `smoke_capacity` grid: two mock configurations that serve 1 and 3 requests at
@@ -26,11 +26,12 @@ LADDER = [1, 2, 4]
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory):
+def swept(tmp_path_factory, ray_head):
     tmp = tmp_path_factory.mktemp("capacity")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    # on the session's Ray head: Ray's own start is not this test's subject (tests/conftest.py)
     proc = run_farm("sweep", "--grid", "smoke_capacity", "--json", "--tracking-uri", uri, "--workdir", str(tmp / "runs"),
-                    cwd=tmp)
+                    "--address", ray_head, cwd=tmp)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     client = MlflowClient(uri)
@@ -103,7 +104,7 @@ def test_plots_and_search_steps_are_in_mlflow(swept):
 
 
 @pytest.fixture(scope="module")
-def missed(tmp_path_factory):
+def missed(tmp_path_factory, ray_head):
     tmp = tmp_path_factory.mktemp("capacity-miss")
     profile = {"kind": "capacity", "data": {"kind": "synthetic", "prompt_tokens": 16, "output_tokens": 8},
                "requests": 3, "max_seconds": 60,
@@ -116,7 +117,7 @@ def missed(tmp_path_factory):
                                 for name, ttft in (("fast", 300), ("slow", 900))])
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     return run_farm("sweep", "--config", str(study), "--grid", "g", "--tracking-uri", uri,
-                    "--workdir", str(tmp / "runs"), cwd=tmp)
+                    "--workdir", str(tmp / "runs"), "--address", ray_head, cwd=tmp)
 
 
 def test_no_trial_meeting_the_slo_is_one_line_and_its_own_exit_code(missed):
