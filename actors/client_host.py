@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 READY = "client host ready"
@@ -107,6 +108,8 @@ def serve(path: str) -> int:
             code = 1
             try:
                 code = _client(conn)
+            except BaseException:  # noqa: BLE001 - why this client ended goes to its log; the trial starts its own
+                traceback.print_exc()
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()
