@@ -17,7 +17,8 @@ H200_LOGS = REPO / "bench" / "h200" / "engine-logs"
 SGLANG_STARTS = ("default-dummy-cold-start", "max-running-512-dummy-warm-start",
                  "max-running-512-radix-off-dummy-start-stopped", "fp8-dummy-warm-start",
                  "max-running-512-radix-off-dummy-cold-start", "fp8-radix-off-dummy-start-only",
-                 "fp8-dummy-cold-start", "fp8-radix-off-dummy-warm-start")
+                 "fp8-dummy-cold-start", "fp8-radix-off-dummy-warm-start",
+                 "fp8-kv-cache-fp8-dummy-cold-start", "max-running-256-radix-off-dummy-cold-start")
 
 
 @functools.lru_cache(maxsize=1)

@@ -34,6 +34,10 @@ FP8_NO_RADIX = H200 / "sglang-0.5.16-fp8-radix-off-dummy-start-only.log"
 # trial (warm: the same compile group had just started on that node)
 FP8_TRIAL = H200 / "sglang-0.5.16-fp8-dummy-cold-start.log"
 FP8_NO_RADIX_TRIAL = H200 / "sglang-0.5.16-fp8-radix-off-dummy-warm-start.log"
+# 2026-12-03 (evening): the FP8-weights, FP8-KV-cache trial's start (cold), and the 256-radix-off
+# trial's (cold; the machine was lost during its runs, so this start is all it left)
+FP8_KV_FP8_TRIAL = H200 / "sglang-0.5.16-fp8-kv-cache-fp8-dummy-cold-start.log"
+MRR256_NO_RADIX_START = H200 / "sglang-0.5.16-max-running-256-radix-off-dummy-cold-start.log"
 sglang = get_engine("sglang")
 
 
@@ -64,6 +68,14 @@ sglang = get_engine("sglang")
                  "prefix_caching": True, "quantization": "fp8"}),
     (FP8_NO_RADIX_TRIAL, {"mamba_cache_size": 643, "kv_cache_tokens": 2_248_855, "max_running_requests": 643,
                           "prefix_caching": False, "quantization": "fp8"}),
+    # an FP8 KV cache holds twice the tokens in the same memory (4.50 M against 2.25 M); the mamba
+    # slots (643) still cap the radix-on requests at 128
+    (FP8_KV_FP8_TRIAL, {"mamba_cache_size": 643, "kv_cache_tokens": 4_497_711, "kv_cache_torch_dtype": "float8_e4m3fn",
+                        "kv_cache_dtype": "fp8_e4m3", "max_running_requests": 128, "prefix_caching": True,
+                        "quantization": "fp8"}),
+    # BF16 weights, radix off, 256 asked: 256 mamba slots and all 256 requests at once
+    (MRR256_NO_RADIX_START, {"mamba_cache_size": 256, "kv_cache_tokens": 1_839_062, "max_running_requests": 256,
+                             "prefix_caching": False, "cuda_graph_max_size": 256}),
 ])
 def test_capacity_lines(log, expected):
     got = sglang.reported_capacity(log.read_text())
