@@ -124,6 +124,8 @@ def test_one_client_process_serves_every_run(mock_server, tmp_path, session, req
             assert out.returncode == 0 and not out.timed_out, out.log_path.read_text()[-2000:]
             report = json.loads((tmp_path / f"r{i}.json").read_text())
             assert report["benchmarks"][0]["metrics"]["request_totals"]["successful"] == 8
+            # guidellm made the run's 8 prompts ahead, not its default 4,096 (bench_client.GUIDELLM_PREFETCH)
+            assert report["config"]["spec"]["data_loader"]["prefetch_factor"] == 8
             _check_kind(out, kind, host)
             pids.add(out.client_pid)
         (pid,) = pids  # the same process served both runs, guidellm loaded once
