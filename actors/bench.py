@@ -536,10 +536,24 @@ class BenchActor:
 
         A transient failure (the driver retries it) and a cancelled trial are not logged here:
         the driver asks for `record()` only when a transient failure is the last word."""
+        # MLflow opened beside the engine's start rather than after the last run: importing it and
+        # opening a SQLite store cost ~3 s (2 cores), and every trial's slot waited for them before
+        # the next trial could start (bench/overhead.py).
+        threading.Thread(target=self._open_tracking, daemon=True).start()
         self.result = self.runner.run()
         if outcome.logged_by_actor(self.result.status):
             self.record()
         return self.result.model_dump_json()
+
+    def _open_tracking(self) -> None:
+        if not (self.job.tracking_uri and self.job.parent_run_id):
+            return
+        try:
+            from farm.store import tracking
+
+            tracking.client(self.job.tracking_uri).get_run(self.job.parent_run_id)  # MLflow keeps the store
+        except Exception:  # noqa: BLE001 - only a head start: record() retries and says what failed
+            pass
 
     def record(self) -> None:
         """Log this actor's result as a child run of the sweep, with its artifacts."""
