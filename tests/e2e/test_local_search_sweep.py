@@ -17,14 +17,15 @@ SLOW = "guidellm mock-server --model farm-tiny --ttft-ms 150 --itl-ms 150"
 
 
 def _study(tmp):
-    # Latency-bound runs (12 tokens, 2 requests at once): each trial's rate is set by its mock's
-    # latencies, not by how busy the 2 cores are. 8 requests: 4 rounds of 2, a run of the slow corner
-    # lasts ~8 s (at 24 requests its ~6 runs were two thirds of the test's 309 s on CI).
+    # Latency-bound runs (4 tokens, 2 requests at once): each trial's rate is set by its mock's
+    # latencies, not by how busy the 2 cores are (tokens/s: ~11 at the slow corner, ~13 and ~35 at its
+    # neighbours, ~94 at the fast corner). 6 requests: 3 rounds of 2, a run of the slow corner lasts
+    # ~2.3 s (at 12 tokens and 8 requests, ~8 s: its runs were most of the fixture's 217 s).
     return write_study(tmp / "local.yaml", name="local", grid="corners", max_concurrent=1,
                        blocks=[{"engine": "mock", "models": ["tiny"],
                                 "axes": {"ttft-ms": [5, 150], "itl-ms": [20, 150]}}],
-                       profile={"data": {"kind": "synthetic", "prompt_tokens": 16, "output_tokens": 12}, "rate": 1000,
-                                "requests": 8, "max_concurrency": 2, "max_seconds": 90,
+                       profile={"data": {"kind": "synthetic", "prompt_tokens": 16, "output_tokens": 4}, "rate": 1000,
+                                "requests": 6, "max_concurrency": 2, "max_seconds": 90,
                                 "slo": {"min_success_rate": 0.5}})
 
 
