@@ -25,15 +25,17 @@ def sweep(tmp_path_factory):
     from farm.study.load import load_study
 
     tmp = tmp_path_factory.mktemp("halving")
-    # Latency-bound runs (24 tokens at 20 or 150 ms each): a run of the fast trial lasts about a
+    # Latency-bound runs (24 tokens at 20 or 60 ms each): a run of the fast trial lasts about a
     # second, so its throughput is set by the mock's latencies and not by how busy the 2 cores are
     # (at 5 ms a token a run lasted 0.1 s and its samples spread too wide for rung 1 to stop anything).
+    # The slow trial is ~3x slower, far past rung 1's test; at 150 ms (~7x) its three runs held rung 1
+    # (and so the fixture) 22 s rather than 9.
     short = {"data": {"kind": "synthetic", "prompt_tokens": 16, "output_tokens": 24}, "rate": 1000,
              "max_concurrency": 4, "max_seconds": 60, "slo": {"min_success_rate": 0.5}}
     path = write_study(
         tmp / "halving.yaml", name="halving", grid="race", max_concurrent=2,
         blocks=[{"engine": "mock", "models": ["tiny"], "name": "best", "flags": {"ttft-ms": 5, "itl-ms": 20}},
-                {"engine": "mock", "models": ["tiny"], "name": "slow", "flags": {"ttft-ms": 5, "itl-ms": 150}}],
+                {"engine": "mock", "models": ["tiny"], "name": "slow", "flags": {"ttft-ms": 5, "itl-ms": 60}}],
         profile={**short, "requests": 24},
     )
     data = __import__("yaml").safe_load(path.read_text())
