@@ -57,6 +57,9 @@ def free_ports(n: int) -> list[int]:
 
 
 WORKER_PORTS = 200
+# The ports a head's Ray Client proxy gives each driver's server (ray/util/client/server/proxier.py:
+# MIN_SPECIFIC_SERVER_PORT, MAX_SPECIFIC_SERVER_PORT); no worker block may hold one of them.
+CLIENT_SERVER_PORTS = (23000, 24000)
 _worker_ranges: list[int] = []
 
 
@@ -77,6 +80,8 @@ def worker_port_range() -> int:
         start = rng.randrange(10000, low - WORKER_PORTS - 1)
         if any(abs(start - other) <= WORKER_PORTS for other in _worker_ranges):
             continue
+        if start <= CLIENT_SERVER_PORTS[1] and start + WORKER_PORTS >= CLIENT_SERVER_PORTS[0]:
+            continue  # a worker holding one of them would take a Ray Client driver's server port
         if all(port_free(port) for port in range(start, start + WORKER_PORTS + 1)):
             _worker_ranges.append(start)
             return start

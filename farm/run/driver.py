@@ -26,7 +26,7 @@ from farm.analysis import plan, schedule
 from farm.store import location, tracking
 from farm.engines import get_engine
 from farm.errors import UserError
-from farm.run.jobs import client_runtime_env, is_client_address, tag_sweep_with_submission
+from farm.run.jobs import client_runtime_env, connect_client, is_client_address, tag_sweep_with_submission
 from farm.run.preflight import check_resume
 from farm.analysis.outcome import (TRANSIENT, Lost, lost_actor_result, not_measurable_result, trial_not_measurable,
                                    should_retry)
@@ -302,7 +302,9 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
     if not ray.is_initialized() and not nothing_left:
         if is_client_address(address):
             with tempfile.TemporaryDirectory(prefix="farm-client-") as tmp:  # uploaded by ray.init
-                ctx = ray.init(address=address, log_to_driver=False, runtime_env=client_runtime_env(Path(tmp)))
+                env = client_runtime_env(Path(tmp))
+                ctx = connect_client(lambda: ray.init(address=address, log_to_driver=False, runtime_env=env),
+                                     address)
         elif address:
             ctx = ray.init(address=address, log_to_driver=False)
         else:

@@ -71,6 +71,42 @@ def client_runtime_env(dest: Path) -> dict:
     return {"working_dir": str(stage(None, dest))}
 
 
+# The head's Ray Client proxy starts one server process per driver (ray_client_server_PORT, ports
+# 23000-23999). On a loaded head that start can fail once ("Starting Ray client server failed")
+# and succeed on the next connection; Ray's own connection retries do not cover it.
+CLIENT_SERVER_FAILED = "Starting Ray client server failed"
+CLIENT_CONNECT_WAITS = (2.0, 5.0)  # seconds before the 2nd and 3rd attempt
+
+
+class ClusterError(UserError):
+    """The cluster could not do what farm asked (not the user's input): one line, exit code 1."""
+
+    exit_code = 1
+
+
+def connect_client(connect, address: str, *, waits: tuple[float, ...] = CLIENT_CONNECT_WAITS, sleep=time.sleep,
+                   warn=lambda line: print(line, file=sys.stderr, flush=True)):
+    """`connect()` (ray.init on a `ray://` address), again after a wait when the head's proxy
+    could not start this driver's server; any other failure is raised as it is. After the last
+    attempt: one line naming the address and where the head logged why."""
+    attempts = len(waits) + 1
+    for attempt in range(1, attempts + 1):
+        try:
+            return connect()
+        except ConnectionError as exc:
+            if CLIENT_SERVER_FAILED not in str(exc):
+                raise
+            if attempt == attempts:
+                raise ClusterError(f"the head at {address} could not start a Ray Client server for this driver "
+                                   f"({attempts} attempts); the head's session logs say why "
+                                   "(ray_client_server_*.err under its temp dir, e.g. /tmp/ray/session_latest/logs)",
+                                   key="--address") from None
+            warn(f"warning: --address: the head at {address} could not start a Ray Client server for this driver "
+                 f"(attempt {attempt} of {attempts}); trying again in {waits[attempt - 1]:.0f} s")
+            sleep(waits[attempt - 1])
+    raise AssertionError("unreachable")
+
+
 def dashboard_url(address: str) -> str:
     return address.rstrip("/")
 

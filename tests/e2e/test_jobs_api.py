@@ -191,6 +191,14 @@ def test_a_cluster_sweep_needs_a_tracking_server_every_node_reaches(tmp_path, ad
     assert not (tmp_path / "mlflow.db").exists()
 
 
+def _client_server_logs(head) -> str:
+    """The tails of the head's Ray Client proxy and per-driver server logs: why a server did not start."""
+    out = []
+    for path in sorted(head.temp_dir.rglob("ray_client_server*")):
+        out.append(f"\n== {path.name}\n" + path.read_text(errors="replace")[-1500:])
+    return "".join(out)
+
+
 def test_ray_client_runs_the_driver_here_and_the_shipped_farm_on_both_nodes(submitted, cluster, mlflow_server, study):
     """`ray://HEAD:10001`: the driver runs on the laptop, the actors on the cluster with this
     farm uploaded (a node's installed farm is not used), results in the shared server."""
@@ -201,7 +209,7 @@ def test_ray_client_runs_the_driver_here_and_the_shipped_farm_on_both_nodes(subm
     env = {**isolated_env(laptop), "RAY_AUTH_TOKEN": cluster["token"]}
     proc = _farm("sweep", "--address", cluster["client"], "--config", str(study["path"]), "--grid", "two",
                  "--tracking-uri", mlflow_server["uri"], "--experiment", "ray-client", cwd=laptop, env=env)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:] + _client_server_logs(cluster["nodes"][0])
     assert "recommended" in proc.stdout
     assert f"results:  {mlflow_server['uri']}" in proc.stdout
     assert cluster["token"] not in proc.stdout + proc.stderr
