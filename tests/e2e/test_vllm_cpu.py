@@ -54,7 +54,10 @@ def sweep(tmp_path_factory):
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     # One run of each profile, two of prefill (the grid's own): the repeat the cache-reset proof needs.
     proc = run_farm("sweep", "--config", str(REPO / "configs" / "tiny-vllm-cpu.yaml"), "--grid", "ci",
-                    "--repeats", "1", "--tracking-uri", uri, "--workdir", str(tmp / "runs"), cwd=tmp, timeout=2400)
+                    "--repeats", "1", "--tracking-uri", uri, "--workdir", str(tmp / "runs"), cwd=tmp, timeout=2400,
+                    # farm's node cache (compile caches, warm-up markers) of this test's own: what this
+                    # machine's earlier sweeps left in ~/.cache/farm changes nothing here
+                    env={"FARM_CACHE_DIR": str(tmp / "cache")})
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("tiny-vllm-cpu")
     results = {}

