@@ -128,6 +128,9 @@ class Provenance(_Strict):
         "cuda_graphs, other) where the engine's log names them.")
     start_cache: Literal["cold", "warm"] | None = Field(
         default=None, description="Whether the start compiled (cold) or loaded an earlier start's compile cache (warm).")
+    start_cache_unusable: StrictStr | None = Field(
+        default=None, description="Why the engine could not load the compile cache it found, in its log's words: "
+        "the start compiled again (cold).")
     engine_start_pass: StrictInt | None = Field(
         default=None, ge=1, description="Which of the trial's engine starts served this run: its pass or rung "
         "(1 the first). A trial started again for a later pass held its GPUs for each start.")
@@ -621,6 +624,7 @@ def provenance_of(tr: "TrialResult", started_at: float | None, finished_at: floa
         run_wall_s=_seconds(started_at, finished_at),
         start_phases=start_phases(reported),
         start_cache=start_cache(reported),
+        start_cache_unusable=_text(reported.get("compile_cache_load_failure")),
         engine_start_pass=pass_index if reported else None,
     )
 
@@ -633,6 +637,11 @@ def _start_reported(tr: "TrialResult", pass_index: int) -> dict:
     if span is not None and span.engine_reported is not None:
         return span.engine_reported
     return tr.engine_reported if pass_index <= 1 else {}
+
+
+def _text(value: object) -> str | None:
+    """A text the engine's log gave, or None (a stored trial may hold anything under its keys)."""
+    return value.strip() or None if isinstance(value, str) else None
 
 
 def _seconds(start: float | None, end: float | None) -> float | None:

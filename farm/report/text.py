@@ -421,8 +421,16 @@ def _provenance(doc: _Doc, report: Report) -> None:
                      "tokens), are not, so farm recommends no speculative configuration from these runs.")
     doc.items(facts)
     doc.table(["Trial", "Node", "Engine start (s)", "Compile cache"],
-              [[r.label, r.node or "", _num(r.provenance.engine_start_s, ".0f"),
-                {True: "cold", False: "warm", None: ""}[r.provenance.engine_start_cold]] for r in firsts.values()])
+              [[r.label, r.node or "", _num(r.provenance.engine_start_s, ".0f"), _compile_cache_cell(r.provenance)]
+               for r in firsts.values()])
+
+
+def _compile_cache_cell(prov) -> str:
+    """cold or warm; a cache the engine found but could not load says why (it compiled again)."""
+    cell = {True: "cold", False: "warm", None: ""}[prov.engine_start_cold]
+    if prov.start_cache_unusable:
+        cell += f" (the cache found could not be loaded: {prov.start_cache_unusable})"
+    return cell
 
 
 def _reference(doc: _Doc, report: Report) -> None:
