@@ -31,6 +31,13 @@ class SLONotMet(UserError):
     exit_code = 3
 
 
+class ClusterError(UserError):
+    """The cluster could not do what farm asked (not the user's input): the same one line, exit
+    code 1, as a failed sweep."""
+
+    exit_code = 1
+
+
 class SpecError(UserError):
     """The study file is malformed, has unknown keys, or names things that do not exist."""
 

@@ -641,7 +641,7 @@ def _start_reported(tr: "TrialResult", pass_index: int) -> dict:
 
 def _text(value: object) -> str | None:
     """A text the engine's log gave, or None (a stored trial may hold anything under its keys)."""
-    return value.strip() or None if isinstance(value, str) else None
+    return (value.strip() or None) if isinstance(value, str) else None
 
 
 def _seconds(start: float | None, end: float | None) -> float | None:

@@ -9,7 +9,7 @@ from typing import Any, Callable
 from farm.analysis.definitions import definitions_table
 from farm.analysis.limits import overrides_text
 from farm.analysis.plan import AUTO_MAX_PASSES
-from farm.analysis.records import RunRecord
+from farm.analysis.records import Provenance, RunRecord
 from farm.analysis.select import (
     METRIC_LABELS,
     STAT_LABELS,
@@ -425,7 +425,7 @@ def _provenance(doc: _Doc, report: Report) -> None:
                for r in firsts.values()])
 
 
-def _compile_cache_cell(prov) -> str:
+def _compile_cache_cell(prov: Provenance) -> str:
     """cold or warm; a cache the engine found but could not load says why (it compiled again)."""
     cell = {True: "cold", False: "warm", None: ""}[prov.engine_start_cold]
     if prov.start_cache_unusable:

