@@ -29,6 +29,7 @@ from farm.engines.base import Failure, redact_args
 from actors.proc import (EngineEnvError, EngineExited, EngineProcess, ReadyTimeout, clean_env, expand_env, free_port,
                        tail)
 from farm.analysis import capacity, outcome
+from farm.analysis.twins import Twin, same_server
 from farm.analysis.results import (ProfileRun, ReportError, Status, TrialResult, WarmupRun, parse_report, slim_report,
                                    stopped_by_time_limit)
 from farm.secrets import redact_flags, scrub, secret_values
@@ -65,6 +66,8 @@ class TrialJob(BaseModel):
     previous_attempts: list[str] = Field(default_factory=list, description="Earlier attempts that failed transiently.")
     compile_cache: str | None = Field(default=None, description="Where compile caches are shared: `ray:NAME` (the "
                                       "sweep's registry actor) or a directory every node sees; None: the node's alone.")
+    twins: list[Twin] = Field(default_factory=list, description="Finished trials of the sweep this one could turn "
+                                    "out to run the same server as (farm/analysis/twins.py): compared once it is ready.")
     client_hosts: str | None = Field(default=None, description="The Ray namespace where the driver started a guidellm "
                                      "client host on each node (actors/client_host.py); None: each trial starts its "
                                      "own client.")
@@ -298,6 +301,13 @@ class TrialRunner:
         start_log = tail(self.dir / "engine.log", 2000, 2_000_000)
         result.engine_reported.update({"ready_s": round(ready_s, 2), **self.engine.reported_capacity(start_log),
                                        **self.engine.reported_startup(start_log)})
+        # An engine that overrode the knob setting this trial apart from one already measured may
+        # run that trial's server exactly: its log says so, and nothing is measured twice.
+        twin = same_server(trial, result.engine_reported, job.twins, gpu_name=result.gpu_name)
+        if twin is not None:
+            result.status, result.reason = Status.same_server, twin[1]
+            result.engine_reported["same_server_as"] = twin[0].trial_id
+            return
         for name in trial.profiles:
             if job.profiles[name].warmup_requests and not self._cancelled.is_set():
                 warm_run = self._warmup(name, base_url, tokenizer, data_files.get(name))

@@ -33,6 +33,11 @@ TRANSIENT = frozenset({Status.node_lost, Status.port_in_use, Status.connection_e
 FINISHED = frozenset(Status) - TRANSIENT - {Status.cancelled}
 
 
+# Finished without runs of their own, and not failures: what they would measure means nothing here
+# (not_measurable), or is a measured trial's already (same_server). Their reason says which.
+NOT_MEASURED = frozenset({Status.not_measurable, Status.same_server})
+
+
 def should_retry(status: Status, attempt: int, max_retries: int) -> bool:
     """Whether the driver starts attempt `attempt + 1` of a trial that ended with `status`."""
     return status in TRANSIENT and attempt <= max_retries

@@ -39,6 +39,10 @@ class Status(str, Enum):
     # Never started: what it would measure means nothing here (speculative decoding on random
     # weights rejects every draft token); the reason says why and how to measure it anyway.
     not_measurable = "not_measurable"
+    # Started, and its engine overrode the knob that set it apart from a trial already measured:
+    # every limit its log states is that trial's (farm/analysis/twins.py), so it is not measured
+    # twice; the reason names the trial whose runs are this configuration's.
+    same_server = "same_server"
 
 
 # What each status means for retries, resume and a trial's status: farm/analysis/outcome.py.

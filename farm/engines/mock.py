@@ -60,25 +60,39 @@ class MockEngine(Engine):
     # the server (farm/engines/mock_gate.py), so that latency grows with load past N the way a real
     # engine's batch limit makes it grow (the mock-server's own limit does not hold streamed requests).
     admission_flag: ClassVar[str] = "admission-limit"
-    farm_flags: ClassVar[frozenset[str]] = frozenset({"gpus", "admission-limit", "start-s", "warm-start-s", "graph"})
+    # Not a mock-server flag: the engine's own cap on requests at once (SGLang's mamba state slots
+    # cap --max-running-requests): asked for more, the mock runs `slots` at once and its log says so
+    # (`farm mock: max_running_requests=N`), as a real engine's start log does.
+    slots_flag: ClassVar[str] = "slots"
+    knob_renderers = {"max_running_requests": lambda n, k: {"admission-limit": n}}
+    farm_flags: ClassVar[frozenset[str]] = frozenset({"gpus", "admission-limit", "slots", "start-s", "warm-start-s",
+                                                       "graph"})
     # What farm reads of them, and the latencies that make a mock configuration better or worse.
-    flag_types = {"gpus": NON_NEGATIVE_INT, "admission-limit": POSITIVE_INT, "start-s": NON_NEGATIVE_NUMBER,
+    flag_types = {"gpus": NON_NEGATIVE_INT, "admission-limit": POSITIVE_INT, "slots": POSITIVE_INT,
+                  "start-s": NON_NEGATIVE_NUMBER,
                   "warm-start-s": NON_NEGATIVE_NUMBER, "ttft-ms": NON_NEGATIVE_NUMBER, "itl-ms": NON_NEGATIVE_NUMBER,
                   "max-concurrent-requests": POSITIVE_INT}
 
-    def _admission(self, flags: Mapping[str, Any]) -> int | None:
-        value = flags.get(self.admission_flag)
+    def _whole(self, flags: Mapping[str, Any], flag: str) -> int | None:
+        value = flags.get(flag)
         if value is None:
             return None
         if isinstance(value, str) and value.isdigit():  # a run record's flags are as the command line gives them
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"mock flag '{self.admission_flag}' must be a whole number >= 1, got {value!r}")
+            raise ValueError(f"mock flag '{flag}' must be a whole number >= 1, got {value!r}")
         return value
 
-    def _gate(self, limit: int, host: str, port: int | None) -> list[str]:
+    def _admission(self, flags: Mapping[str, Any]) -> int | None:
+        """Requests at once: what `admission-limit` asks, capped by `slots`; None: no gate."""
+        asked, slots = self._whole(flags, self.admission_flag), self._whole(flags, self.slots_flag)
+        if slots is None:
+            return asked
+        return slots if asked is None else min(asked, slots)
+
+    def _gate(self, limit: int, host: str, port: int | None, report: bool = False) -> list[str]:
         listen = ["--listen-host", host] + (["--listen-port", str(port)] if port is not None else [])
-        return [sys.executable, _GATE, "--limit", str(limit), *listen, "--"]
+        return [sys.executable, _GATE, "--limit", str(limit), *listen, *(["--report"] if report else []), "--"]
 
     def _server_command(self, spec: EngineSpec, trial: Trial, *, port: int, host: str | None,
                         gpu_ids: Sequence[str] | None) -> list[str]:
@@ -86,14 +100,19 @@ class MockEngine(Engine):
         if limit is None:
             return super().command(spec, trial, port=port, host=host, gpu_ids=gpu_ids)
         # The gate listens on the trial's port and starts the server on one of its own.
-        return self._gate(limit, host or spec.host, port) + self.launcher(spec) + self.serve_args(trial)
+        return (self._gate(limit, host or spec.host, port, self.slots_flag in trial.all_flags)
+                + self.launcher(spec) + self.serve_args(trial))
 
     def serve_command_of(self, spec: EngineSpec, model: str, flags: Mapping[str, Any], weights: str = "real") -> str:
         inner = super().serve_command_of(spec, model, flags, weights)
         limit = self._admission(flags)
         if limit is None:
             return inner
-        return shlex.join(self._gate(limit, spec.host, None)) + " " + inner
+        return shlex.join(self._gate(limit, spec.host, None, self.slots_flag in flags)) + " " + inner
+
+    def reported_capacity(self, log_text: str) -> dict[str, Any]:
+        m = re.search(r"^farm mock: max_running_requests=(\d+)", log_text, re.M)
+        return {"max_running_requests": int(m.group(1))} if m else {}
 
     def check_flags(self, flags: Mapping[str, Any]) -> None:
         self._admission(flags)
@@ -106,7 +125,7 @@ class MockEngine(Engine):
 
     def flag_args(self, model: str, flags: Mapping[str, Any], weights: str = "real") -> list[str]:
         # The mock server has no GPUs to be told of; it loads no weights either.
-        own = {self.gpus_flag, self.admission_flag, *self.start_flags}
+        own = {self.gpus_flag, self.admission_flag, self.slots_flag, *self.start_flags}
         return self.model_args(model) + render_flags({k: v for k, v in flags.items() if k not in own})
 
     def _launched(self, spec: EngineSpec, argv: list[str]) -> list[str]:

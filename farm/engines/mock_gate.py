@@ -87,6 +87,9 @@ async def _serve(args: argparse.Namespace, server: list[str]) -> int:
     await runner.setup()
     await web.TCPSite(runner, args.listen_host, args.listen_port).start()
     print(f"mock gate: {args.limit} request(s) at once on {args.listen_host}:{args.listen_port} -> :{port}", flush=True)
+    if args.report:
+        # The line a real engine's start log has (SGLang: "max_running_requests=79"), for farm to read.
+        print(f"farm mock: max_running_requests={args.limit}", flush=True)
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -117,6 +120,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--limit", type=int, required=True)
     parser.add_argument("--listen-host", default="127.0.0.1")
     parser.add_argument("--listen-port", type=int, required=True)
+    parser.add_argument("--report", action="store_true", help="state the limit as an engine's start log does")
     args = parser.parse_args(argv[:cut])
     if args.limit < 1:
         parser.error("--limit must be at least 1")

@@ -4,6 +4,7 @@ grouped by code, and each trial's verdict."""
 
 from __future__ import annotations
 
+from farm.analysis.outcome import NOT_MEASURED
 from farm.analysis.records import RunRecord
 from farm.report.capacity_text import capacity_line, ranking_of
 from farm.report.checks import interval_text
@@ -57,10 +58,17 @@ def summary_markdown(report: Report, *, heading: str | None = None, gpu_hours: f
         if lead:
             doc.p(f"{lead.leader} leads {lead.runner_up} by {lead.total_tps_ahead_pct:.1f} %.")
     failed: dict[str, RunRecord] = {}
+    unmeasured: dict[str, RunRecord] = {}
     for r in report.results.records:
         # a capacity search's run past the capacity (a time limit, failed requests) is a point of its curve
-        if r.status.value != "ok" and (r.load is None or r.status.value in ("engine_crashed", "oom")):
+        if r.status in NOT_MEASURED:
+            unmeasured.setdefault(r.trial, r)
+        elif r.status.value != "ok" and (r.load is None or r.status.value in ("engine_crashed", "oom")):
             failed.setdefault(r.trial, r)
+    if unmeasured:
+        doc.p(f"**Not measured** ({len(unmeasured)} trial(s)):")
+        doc.items([f"`{r.label}`: {r.status.value}" + (f": {r.reason[:300]}" if r.reason else "")
+                   for r in unmeasured.values()])
     if failed:
         doc.p(f"**Failed** ({len(failed)} trial(s)):")
         doc.items([f"`{r.label}`: {r.status.value}" + (f": {r.reason[:200]}" if r.reason else "") for r in failed.values()])

@@ -12,7 +12,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
@@ -22,7 +22,7 @@ from actors.bench import BenchActor, TrackingUnavailable, TrialJob
 from farm.run import estimate, metrics, passes
 from farm.run.ray_names import actor_name, sweep_namespace
 from farm.run.links import mlflow_run_link
-from farm.analysis import plan, schedule
+from farm.analysis import plan, schedule, twins
 from farm.store import location, tracking
 from farm.engines import get_engine
 from farm.errors import UserError
@@ -155,13 +155,18 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
                on_event: Callable[[str, TrialJob, TrialResult | None], None] = lambda *a: None,
                log_lost: Callable[[TrialResult], None] = lambda r: None,
                pins: Mapping[str, str] | None = None,
-               items: Mapping[str, schedule.Item] | None = None) -> list[TrialResult]:
+               items: Mapping[str, schedule.Item] | None = None,
+               measured: Sequence[TrialResult] = ()) -> list[TrialResult]:
     """Run every job as an actor; returns one final result per trial, in job order.
 
     `pins` (trial id -> Ray node id) holds a trial to one node (the baseline's node controls).
     `items` (trial id -> its estimate and compile group): farm.analysis.schedule picks which job
     starts next and on which node (node affinity); without them, jobs start in their order and
     Ray places them.
+
+    `measured`: the sweep's trials finished before this call. Each first-pass job starts with the
+    finished trials (those and this call's) it could turn out to run the same server as
+    (farm/analysis/twins.py).
 
     Retries only transient failures (`outcome.should_retry`), up to `max_retries` times, each on
     another node than the attempts before where one can take it (soft: if none can, anywhere).
@@ -189,6 +194,8 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
                     if picked is None:
                         break  # until GPUs free up (or a compile cache is written)
                     job, chosen = picked
+                if job.first_pass:
+                    job = job.model_copy(update={"twins": twins.candidates(job.trial, [*measured, *final.values()])})
                 secret = get_engine(job.trial.engine).secret_flags(job.engine_spec)
                 options: dict = dict(name=actor_name(job.sweep_id, job.trial, job.attempt, secret),
                                      namespace=sweep_namespace(job.sweep_id),
@@ -402,6 +409,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             elif not nothing_left:
                 run_trials(jobs, max_in_flight=max_in_flight, max_retries=study.max_retries,
                            on_event=on_event, log_lost=log_lost, pins={t.id: node for t, node in controls},
+                           measured=tracking.load_results(tracking_uri, sweep_id) if point is not None else (),
                            items=schedule.items_of(study, [j.trial for j in jobs], measured) if scheduled else None)
             if plan.is_auto(repeats) and strategy not in ("halving", "local"):
                 passes.run_auto(study, grid, trials, tracking_uri=tracking_uri, sweep_id=sweep_id, make_job=make_job,

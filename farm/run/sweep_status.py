@@ -16,7 +16,7 @@ from farm.store.mlflow_store import MlflowStore
 from farm.store.schema import SWEEP_RUNNING
 from farm.run.ray_names import sweep_namespace
 
-STATES = ("done", "failed", "not measurable", "running", "pending")
+STATES = ("done", "failed", "not measurable", "same server", "running", "pending")
 KEY = "SWEEP_ID"
 
 
@@ -24,7 +24,8 @@ KEY = "SWEEP_ID"
 class TrialState:
     id: str
     label: str
-    state: str  # done | failed | not measurable (never started: farm/analysis/outcome.py) | running | pending
+    state: str  # done | failed | not measurable (never started: farm/analysis/outcome.py) | same server (another
+    # trial's server: farm/analysis/twins.py) | running | pending
     status: str | None = None  # farm's result status of a finished trial
     detail: str = ""
 
@@ -81,7 +82,8 @@ def sweep_status(uri: str, sweep_id: str | None = None, *, address: str | None =
     for trial in store.trials(sweep_id):
         if trial.finished:
             state = ("done" if trial.status == Status.ok.value else
-                     "not measurable" if trial.status == Status.not_measurable.value else "failed")
+                     "not measurable" if trial.status == Status.not_measurable.value else
+                     "same server" if trial.status == Status.same_server.value else "failed")
             detail = (trial.reason or "")[:200] if state != "done" else ""
             out.trials.append(TrialState(trial.id, trial.label, state, trial.status, detail))
         elif trial.id in running:
@@ -97,10 +99,11 @@ def render(st: SweepStatus) -> str:
     lines = [f"sweep {st.sweep_id} ({st.name}): {st.status}",
              f"trials: {len(st.trials)} - {c['done']} done, {c['failed']} failed, "
              + (f"{c['not measurable']} not measurable, " if c["not measurable"] else "")
+             + (f"{c['same server']} the same server as another, " if c["same server"] else "")
              + f"{c['running']} running, {c['pending']} pending"]
     if st.ray_note:
         lines.append(f"note: {st.ray_note}")
-    order = {s: i for i, s in enumerate(("running", "failed", "not measurable", "pending", "done"))}
+    order = {s: i for i, s in enumerate(("running", "failed", "not measurable", "same server", "pending", "done"))}
     for t in sorted(st.trials, key=lambda t: order[t.state]):
         extra = f"  {t.detail}" if t.detail else ""
         status = f" ({t.status})" if t.status and t.state != "pending" else ""

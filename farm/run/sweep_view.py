@@ -17,7 +17,7 @@ from farm.engines import get_engine
 from farm.engines.base import redact_args, render_flags
 from farm.analysis import capacity
 from farm.analysis.halving import RUNG_MARK
-from farm.analysis.outcome import LOG_EXPLAINS, success_floor, trial_not_measurable
+from farm.analysis.outcome import LOG_EXPLAINS, NOT_MEASURED, success_floor, trial_not_measurable
 from farm.run import terminal
 from farm.run.links import mlflow_run_link, mlflow_trials_link
 from farm.run.terminal import console
@@ -190,7 +190,12 @@ FAILURE_TAIL_LINES = 4
 
 def print_failures(results: list[TrialResult]) -> None:
     """Why each failed trial failed, with the last lines of its engine log (all of it is in MLflow)."""
-    failed = [r for r in results if r.status != Status.ok]
+    unmeasured = [r for r in results if r.status in NOT_MEASURED]
+    if unmeasured:
+        console.print(f"\n{len(unmeasured)} trial(s) not measured:")
+        for res in unmeasured:
+            console.print(f"  {res.status.value:<22} {res.trial.label}: {res.reason or ''}", markup=False)
+    failed = [r for r in results if r.status != Status.ok and r.status not in NOT_MEASURED]
     if not failed:
         return
     console.print(f"\n{len(failed)} trial(s) failed:")
