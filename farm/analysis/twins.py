@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from farm.analysis.limits import CHECKED_KNOBS, effective_limits, overrides_text
 from farm.analysis.results import Status, TrialResult
 from farm.engines import get_engine
-from farm.study.trial import Trial
+from farm.study.trial import Trial, model_identity
 
 # What an engine's start log states of the server it runs (Engine.reported_capacity's keys):
 # two trials are one server only where every one of these that either log states is equal.
@@ -50,13 +50,13 @@ class Twin(BaseModel):
 
 
 def candidates(trial: Trial, finished: Iterable[TrialResult]) -> list[Twin]:
-    """The finished trials that `trial` could turn out to be: measured (ok), the same engine, model,
-    weights and GPUs, every profile of `trial` among theirs, and a start log that stated its limits."""
+    """The finished trials that `trial` could turn out to be: measured (ok), the same engine, model
+    (by what it is, not where its files sit: a sweep resumed on another machine), weights and GPUs, every profile of `trial` among theirs, and a start log that stated its limits."""
     out, seen = [], set()
     for r in finished:
         t = r.trial
         if (r.status != Status.ok or t.id == trial.id or t.id in seen or t.engine != trial.engine
-                or t.model != trial.model or t.weights != trial.weights or t.gpus != trial.gpus
+                or model_identity(t.model) != model_identity(trial.model) or t.weights != trial.weights or t.gpus != trial.gpus
                 or not set(trial.profiles) <= set(t.profiles)):
             continue
         reported = {k: r.engine_reported[k] for k in SERVER_KEYS if r.engine_reported.get(k) is not None}

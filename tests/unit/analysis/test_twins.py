@@ -75,3 +75,14 @@ def test_another_flag_or_gpu_or_an_unmeasured_twin_is_not_a_twin(trials):
     # a default that measured fewer profiles than this trial would
     fewer = measured(default.model_copy(update={"profiles": default.profiles[:1]}), DEFAULT)
     assert candidates(mrr512, [fewer]) == []
+
+
+def test_a_twin_measured_on_another_machine_is_found_by_what_its_model_is(trials):
+    # the H200's default ran from /tmp/farm-h200/src/.models/...; this checkout's path is another
+    default, mrr512 = trials["engine_sglang_default"], trials["sglang_running_512"]
+    there = default.model_copy(update={"model": "/tmp/farm-h200/src/.models/qwen3.5-35b-a3b-shape"})
+    assert there.model != mrr512.model
+    found = same_server(mrr512, reported(MRR512), candidates(mrr512, [measured(there, DEFAULT)]))
+    assert found is not None and found[0].label == "engine_sglang_default"
+    other_model = default.model_copy(update={"model": "/elsewhere/another-model"})
+    assert candidates(mrr512, [measured(other_model, DEFAULT)]) == []
