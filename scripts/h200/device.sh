@@ -62,7 +62,20 @@ stage() {
 PACK_PART_BYTES=${FARM_H200_PACK_PART_BYTES:-$(( 16 * 1024 * 1024 ))}   # what one file under $OUT may be
 PACK_PARTS_A_CALL=3                        # 48 MiB: beside the store and the logs in one call's 64 MiB
 
+caches_elsewhere() {
+  # What the engines cached outside farm's node cache (so outside every pack): a warm start from a
+  # carried pack that is slower than a warm start on the node that compiled the group lacks these.
+  # Sizes and the newest file's time, to tell what this machine's starts wrote; nothing is moved.
+  local d
+  for d in "$HOME"/.cache/* "$HOME"/.nv/ComputeCache "$HOME"/.triton /tmp/torchinductor_* /tmp/*cache* \
+           /root/.cache/* /var/tmp/*cache*; do
+    [ -e "$d" ] || continue
+    echo "cache elsewhere: $(du -sh "$d" 2>/dev/null | cut -f1) $d (newest $(find "$d" -type f -printf '%TY-%Tm-%Td %TH:%TM\n' 2>/dev/null | sort | tail -1))"
+  done | sort -u | head -40 || true
+}
+
 packs_out() {
+  caches_elsewhere
   # The packs as one tar (already gzip'd inside: not compressed again), cut into parts; a manifest
   # names every part with its sha256 and the keys it holds. Made once per machine state: a later
   # call sends the next parts of the same cut, and a new cut only once the packs have changed.
