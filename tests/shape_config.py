@@ -18,7 +18,11 @@ SGLANG_STARTS = ("default-dummy-cold-start", "max-running-512-dummy-warm-start",
                  "max-running-512-radix-off-dummy-start-stopped", "fp8-dummy-warm-start",
                  "max-running-512-radix-off-dummy-cold-start", "fp8-radix-off-dummy-start-only",
                  "fp8-dummy-cold-start", "fp8-radix-off-dummy-warm-start",
-                 "fp8-kv-cache-fp8-dummy-cold-start", "max-running-256-radix-off-dummy-cold-start")
+                 "fp8-kv-cache-fp8-dummy-cold-start", "max-running-256-radix-off-dummy-cold-start",
+                 # 2026-12-04: the FP8-KV group from its carried pack on a fresh machine (start only), the
+                 # 256-radix-off trial's own start, and 256 and 512 with the radix cache on (same_server)
+                 "fp8-kv-cache-fp8-dummy-carried-warm-start", "max-running-256-radix-off-dummy-trial-cold-start",
+                 "max-running-256-dummy-same-server-warm-start", "max-running-512-dummy-same-server-warm-start")
 
 
 @functools.lru_cache(maxsize=1)

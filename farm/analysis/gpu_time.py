@@ -4,7 +4,8 @@ rest (farm's own: stopping the engine, the version probe, preparing data, loggin
 A trial holds its GPUs from its start in the actor to its end, so each trial's wall time is split
 into phases from its records' provenance (`trial_wall_s`, `engine_start_s`, `warmup_s`, each run's
 `run_wall_s`), and GPU time is that times the GPUs it held. Runs that did not end `ok`, and every
-phase of a trial that never got a run `ok`, count as failing. A results file without these fields
+phase of a trial that never got a run `ok`, count as failing; a trial that was not measured by
+design (`same_server`: started to read its log, then stopped) counts as a start and farm's own. A results file without these fields
 (the seed's, or one written before they existed) gives no figures: nothing is filled in.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from farm.analysis.records import Provenance, Results, RunRecord
+from farm.analysis.outcome import NOT_MEASURED
 from farm.analysis.results import Status
 
 PHASES = ("starting", "warming_up", "measuring", "failing", "other")
@@ -80,6 +82,9 @@ def _phases(records: list[RunRecord]) -> PhaseSeconds | None:
     runs_failed = sum(r.provenance.run_wall_s or 0.0 for r in records if r.provenance and r.status != Status.ok)
     start, warm = sum(p.engine_start_s for p in _starts(records)), prov.warmup_s or 0.0
     other = max(0.0, prov.trial_wall_s - start - warm - runs_ok - runs_failed)
+    if not any_ok and records[0].status in NOT_MEASURED:
+        # started only to read its log (same_server): a start and farm's stop, not a failure
+        return PhaseSeconds(starting=min(start, prov.trial_wall_s), other=max(0.0, prov.trial_wall_s - start))
     if not any_ok:  # the whole trial bought no measurement
         return PhaseSeconds(failing=prov.trial_wall_s)
     return PhaseSeconds(starting=start, warming_up=warm, measuring=runs_ok, failing=runs_failed, other=other)

@@ -103,3 +103,17 @@ def test_a_later_pass_s_engine_start_is_starting_time_not_farm_s_own(study):
                                           "other": 20.0}
     assert cost.starts == {"cold": [300.0], "warm": [120.0]}
     assert cost.start_phases["compilation"] == 55.0
+
+
+def test_a_trial_started_only_to_read_its_log_is_a_start_not_a_failure():
+    # The H200's sglang_running_256 and _512 (2026-12-04): started warm (125 s, 120 s), found to be the
+    # default's server by their logs, stopped: their GPU time is starting and farm's stop, not failing.
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "bench" / "h200" / "results.json"
+    times = gpu_time(read_results_file(path))
+    by = {t.label: t for t in times.trials}
+    for name, start in (("sglang_running_256", 125.35), ("sglang_running_512", 120.14)):
+        t = by[name]
+        assert t.seconds.failing == 0 and t.seconds.measuring == 0
+        assert t.seconds.starting == pytest.approx(start) and t.seconds.other > 0

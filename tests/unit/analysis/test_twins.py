@@ -20,6 +20,9 @@ LOGS = ROOT / "bench" / "h200" / "engine-logs"
 DEFAULT = LOGS / "sglang-0.5.16-default-dummy-cold-start.log"
 MRR512 = LOGS / "sglang-0.5.16-max-running-512-dummy-warm-start.log"
 MRR512_NO_RADIX = LOGS / "sglang-0.5.16-max-running-512-radix-off-dummy-cold-start.log"
+# 2026-12-04, the sweep's own trials: 256 and 512 with the radix cache on, ended as same_server
+SAME = {"sglang_running_256": LOGS / "sglang-0.5.16-max-running-256-dummy-same-server-warm-start.log",
+        "sglang_running_512": LOGS / "sglang-0.5.16-max-running-512-dummy-same-server-warm-start.log"}
 sglang = get_engine("sglang")
 
 
@@ -86,3 +89,12 @@ def test_a_twin_measured_on_another_machine_is_found_by_what_its_model_is(trials
     assert found is not None and found[0].label == "engine_sglang_default"
     other_model = default.model_copy(update={"model": "/elsewhere/another-model"})
     assert candidates(mrr512, [measured(other_model, DEFAULT)]) == []
+
+
+@pytest.mark.parametrize("name", sorted(SAME))
+def test_the_trials_that_ended_as_the_default_on_the_h200_are_the_default_by_their_own_logs(trials, name):
+    default, trial = trials["engine_sglang_default"], trials[name]
+    asked = trial.knobs["max_running_requests"]
+    twin, reason = same_server(trial, reported(SAME[name]), candidates(trial, [measured(default, DEFAULT)]),
+                               gpu_name="NVIDIA H200")
+    assert twin.label == "engine_sglang_default" and f"asked {asked}, got 79" in reason

@@ -38,6 +38,11 @@ FP8_NO_RADIX_TRIAL = H200 / "sglang-0.5.16-fp8-radix-off-dummy-warm-start.log"
 # trial's (cold; the machine was lost during its runs, so this start is all it left)
 FP8_KV_FP8_TRIAL = H200 / "sglang-0.5.16-fp8-kv-cache-fp8-dummy-cold-start.log"
 MRR256_NO_RADIX_START = H200 / "sglang-0.5.16-max-running-256-radix-off-dummy-cold-start.log"
+# 2026-12-04: the FP8-KV group's start on a fresh machine from the pack carried there (start only),
+# and 256 and 512 with the radix cache on, started by their trials and ended as the default's server
+FP8_KV_FP8_CARRIED = H200 / "sglang-0.5.16-fp8-kv-cache-fp8-dummy-carried-warm-start.log"
+MRR256_SAME = H200 / "sglang-0.5.16-max-running-256-dummy-same-server-warm-start.log"
+MRR512_SAME = H200 / "sglang-0.5.16-max-running-512-dummy-same-server-warm-start.log"
 sglang = get_engine("sglang")
 
 
@@ -76,11 +81,19 @@ sglang = get_engine("sglang")
     # BF16 weights, radix off, 256 asked: 256 mamba slots and all 256 requests at once
     (MRR256_NO_RADIX_START, {"mamba_cache_size": 256, "kv_cache_tokens": 1_839_062, "max_running_requests": 256,
                              "prefix_caching": False, "cuda_graph_max_size": 256}),
+    # from a carried pack the same group states the same limits as its cold start
+    (FP8_KV_FP8_CARRIED, {"mamba_cache_size": 643, "kv_cache_tokens": 4_497_711, "max_running_requests": 128,
+                          "kv_cache_dtype": "fp8_e4m3", "prefix_caching": True}),
+    # 256 and 512 asked with the radix cache on: capped to 79, every limit the default's (same_server)
+    (MRR256_SAME, {"mamba_cache_size": 398, "kv_cache_tokens": 1_392_614, "max_running_requests": 79,
+                   "max_running_requests_requested": 256, "max_batched_tokens": 8192, "prefix_caching": True}),
+    (MRR512_SAME, {"mamba_cache_size": 398, "kv_cache_tokens": 1_392_614, "max_running_requests": 79,
+                   "max_running_requests_requested": 512, "max_batched_tokens": 8192, "prefix_caching": True}),
 ])
 def test_capacity_lines(log, expected):
     got = sglang.reported_capacity(log.read_text())
     assert {k: got.get(k) for k in expected} == expected
-    if log is not MRR512:
+    if log not in (MRR512, MRR256_SAME, MRR512_SAME):
         assert "max_running_requests_requested" not in got
 
 
@@ -98,6 +111,11 @@ def test_start_up_phases():
         "prefill_cuda_graph_capture_s": 121.73}
     assert sglang.reported_startup(MRR512.read_text())["prefill_cuda_graph_capture_s"] == 22.0
     assert sglang.reported_startup(FP8.read_text())["model_memory_gib"] == 34.66
+    # The FP8-KV group: cold 101.6 s of prefill graphs; from the pack carried to a fresh machine 54.1 s
+    # (the FP8 group warm on the node that compiled it: 20.5 s); decode graphs 15.8 s -> 7.0 s.
+    cold, carried = (sglang.reported_startup(p.read_text()) for p in (FP8_KV_FP8_TRIAL, FP8_KV_FP8_CARRIED))
+    assert (cold["prefill_cuda_graph_capture_s"], carried["prefill_cuda_graph_capture_s"]) == (101.63, 54.11)
+    assert (cold["cuda_graph_capture_s"], carried["cuda_graph_capture_s"]) == (15.8, 7.0)
 
 
 @pytest.mark.parametrize("name", SGLANG_STARTS)

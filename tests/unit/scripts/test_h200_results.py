@@ -47,4 +47,8 @@ def test_every_measured_run_carries_its_provenance():
         # cold was not known then, and is not filled in now
         assert isinstance(prov.get("engine_start_cold"), bool) or run["engine"] == "sglang", run["id"]
         assert run["node"] and run["status"] in ("ok", "engine_failed_to_start", "engine_crashed", "oom",
-                                                 "invalid_flags", "timeout", "low_success_rate", "bench_failed")
+                                                 "invalid_flags", "timeout", "low_success_rate", "bench_failed",
+                                                 "same_server")
+        if run["status"] == "same_server":
+            # started, found to be the default's server by its log, stopped: no number of its own
+            assert not run["metrics"].get("total_tps") and "the same server as engine_sglang_default" in run["reason"]
