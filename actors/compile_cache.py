@@ -61,7 +61,9 @@ def group_key(engine: Any, trial: Trial, gpu_name: str | None) -> str | None:
     key = engine.compile_key(engine.compile_cache_model(trial.model), trial.all_flags, trial.weights)
     if key is None:
         return None
-    return hashlib.sha256(json.dumps([key, gpu_name or "cpu"]).encode()).hexdigest()[:24]
+    # an engine whose cache folders changed (`compile_cache_layout`) never pulls a pack without the new ones
+    layout = getattr(engine, "compile_cache_layout", None)
+    return hashlib.sha256(json.dumps([key, gpu_name or "cpu", *([layout] if layout else [])]).encode()).hexdigest()[:24]
 
 
 def has_files(directory: Path) -> bool:

@@ -154,6 +154,11 @@ class Engine:
         graph = {k: v for k, v in flags.items() if k in self.compile_flags}
         return json.dumps([self.name, model, weights, graph], sort_keys=True, default=str)
 
+    # Changes when the folders `cache_env` declares change: a pack made under another layout lacks
+    # the new folders and would start partly cold while its record said warm, so its key differs
+    # (actors/compile_cache.py: group_key). None: the layout farm started with.
+    compile_cache_layout: ClassVar[str | None] = None
+
     def compile_cache_model(self, model: str) -> str:
         """The model as the engine's compile cache knows it, in a pack's key (actors/compile_cache.py):
         by name where the compiled code does not depend on where the model sits."""

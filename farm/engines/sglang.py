@@ -372,10 +372,19 @@ class SGLangEngine(Engine):
         # What SGLang 0.5.16 compiles at start and keeps (its environ.py, tvm_ffi/cpp/extension.py):
         # its own JIT kernels (tvm-ffi builds), the Triton kernels of the linear-attention and mamba
         # backends, DeepGEMM's FP8 kernels, and its own cache (FA3 lock files). On the H200 a start
-        # took 205 s cold and 114 s with these kept.
+        # took 205 s cold and 114 s with these kept. And inductor's: SGLang wraps small functions in
+        # torch.compile(dynamic=True) (mrope's apply_rotary_emb, MoE top-k, the fused MoE's sum
+        # reduce), compiled again for the shapes of every prefill CUDA graph; their cache defaults to
+        # /tmp/torchinductor_$USER, outside every pack. Without it, the FP8-KV group started from its
+        # carried pack in 140 s (prefill graphs 54 s) against 100 s warm on the node that compiled it
+        # (prefill graphs 20 s) and 215 s cold (bench/h200/README.md, 2026-12-04).
         base = PurePosixPath(root) / "sglang"
         return {"TVM_FFI_CACHE_DIR": str(base / "tvm-ffi"), "TRITON_CACHE_DIR": str(base / "triton"),
-                "SGLANG_DG_CACHE_DIR": str(base / "deep_gemm"), "SGLANG_CACHE_DIR": str(base / "sglang")}
+                "SGLANG_DG_CACHE_DIR": str(base / "deep_gemm"), "SGLANG_CACHE_DIR": str(base / "sglang"),
+                "TORCHINDUCTOR_CACHE_DIR": str(base / "inductor")}
+
+    # Layout 2: inductor's cache joined the pack; a pack of layout 1 lacks it (a new key).
+    compile_cache_layout = "2: inductor"
 
     # -- what the engine reports it got ---------------------------------------------------
     # Log formats as SGLang 0.5.16 writes them (file:line of its wheel in

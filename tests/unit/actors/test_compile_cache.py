@@ -87,3 +87,28 @@ def test_the_group_is_what_changes_compiled_code_on_this_gpu():
     flags = {"start-s": 1, "graph": "g"}
     assert cc.group_key(mock, trial("/tmp/a/tiny", "mock", **flags), None) == \
         cc.group_key(mock, trial("/home/u/tiny", "mock", **flags), None)
+
+
+def test_an_sglang_pack_without_inductors_cache_is_not_pulled_for_warm():
+    """The FP8-KV group's pack of 2026-12-03 (key 13768ce5..., carried to a fresh H200 on 2026-12-04)
+    held SGLang's four cache folders but not inductor's, and started 140 s against 100 s warm on the
+    node that compiled it. Inductor's cache is now the group's too, under a new key: that pack is not
+    pulled as warm again, and the next cold start publishes a whole one."""
+    from pathlib import Path
+
+    from farm.study.grid import expand
+    from farm.study.load import load_study
+
+    repo = Path(__file__).resolve().parents[3]
+    trial = next(t for t in expand(load_study(repo / "configs" / "h200-dummy.yaml"), "sglang")
+                 if t.name == "sglang_fp8_kv_cache_fp8")
+    sglang = get_engine("sglang")
+    env = sglang.cache_env(Path("/cache/g"))
+    assert env["TORCHINDUCTOR_CACHE_DIR"].startswith("/cache/g/")
+    key = cc.group_key(sglang, trial, "NVIDIA H200")
+    # the same group under the layout before: the key the carried pack was published under
+    before = type("Before", (type(sglang),), {"compile_cache_layout": None})()
+    assert cc.group_key(before, trial, "NVIDIA H200") == "13768ce5ff980ca2c7f77c68"
+    assert key != "13768ce5ff980ca2c7f77c68"
+    # vLLM's layout did not change: the step3/step4 packs of 2026-12-03 keep their keys
+    assert get_engine("vllm").compile_cache_layout is None
