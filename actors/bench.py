@@ -303,10 +303,10 @@ class TrialRunner:
                                        **self.engine.reported_startup(start_log)})
         # An engine that overrode the knob setting this trial apart from one already measured may
         # run that trial's server exactly: its log says so, and nothing is measured twice.
-        twin = same_server(trial, result.engine_reported, job.twins, gpu_name=result.gpu_name)
-        if twin is not None:
-            result.status, result.reason = Status.same_server, twin[1]
-            result.engine_reported["same_server_as"] = twin[0].trial_id
+        same = same_server(trial, result.engine_reported, job.twins, gpu_name=result.gpu_name)
+        if same is not None:
+            result.status, result.reason = Status.same_server, same.reason
+            result.engine_reported["same_server_as"] = same.twin.trial_id
             return
         for name in trial.profiles:
             if job.profiles[name].warmup_requests and not self._cancelled.is_set():

@@ -62,8 +62,8 @@ def group_key(engine: Any, trial: Trial, gpu_name: str | None) -> str | None:
     if key is None:
         return None
     # an engine whose cache folders changed (`compile_cache_layout`) never pulls a pack without the new ones
-    layout = getattr(engine, "compile_cache_layout", None)
-    return hashlib.sha256(json.dumps([key, gpu_name or "cpu", *([layout] if layout else [])]).encode()).hexdigest()[:24]
+    layout = [engine.compile_cache_layout] if engine.compile_cache_layout else []
+    return hashlib.sha256(json.dumps([key, gpu_name or "cpu", *layout]).encode()).hexdigest()[:24]
 
 
 def has_files(directory: Path) -> bool:

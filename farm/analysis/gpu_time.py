@@ -4,9 +4,10 @@ rest (farm's own: stopping the engine, the version probe, preparing data, loggin
 A trial holds its GPUs from its start in the actor to its end, so each trial's wall time is split
 into phases from its records' provenance (`trial_wall_s`, `engine_start_s`, `warmup_s`, each run's
 `run_wall_s`), and GPU time is that times the GPUs it held. Runs that did not end `ok`, and every
-phase of a trial that never got a run `ok`, count as failing; a trial that was not measured by
-design (`same_server`: started to read its log, then stopped) counts as a start and farm's own. A results file without these fields
-(the seed's, or one written before they existed) gives no figures: nothing is filled in.
+phase of a trial that never got a run `ok`, count as failing; a trial not measured by design
+(`same_server`: started to read its log, then stopped) counts as a start and farm's own. A results
+file without these fields (the seed's, or one written before they existed) gives no figures:
+nothing is filled in.
 """
 
 from __future__ import annotations

@@ -151,10 +151,11 @@ def overrides_text(limits: EffectiveLimits | None) -> str:
     """'max_running_requests: asked 512, got 83' for each overridden knob; '' for none."""
     if limits is None:
         return ""
-    return "; ".join(f"{o.knob}: asked {_v(o.asked)}, got {_v(o.got)}" for o in limits.knob_overridden)
+    return "; ".join(f"{o.knob}: asked {value_text(o.asked)}, got {value_text(o.got)}" for o in limits.knob_overridden)
 
 
-def _v(x: int | float | bool) -> str:
+def value_text(x: int | float | bool) -> str:
+    """A limit or knob value as a reader reads it: 'on'/'off', 1,392,614, 0.9."""
     if isinstance(x, bool):
         return "on" if x else "off"
     return f"{x:,}" if isinstance(x, int) else f"{x:g}"

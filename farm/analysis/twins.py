@@ -16,11 +16,11 @@ Pure: the driver hands each job the candidates (`candidates`), the actor asks `s
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from farm.analysis.limits import CHECKED_KNOBS, effective_limits, overrides_text
+from farm.analysis.limits import LIMITS, effective_limits, overrides_text, value_text
 from farm.analysis.results import Status, TrialResult
 from farm.engines import get_engine
 from farm.study.trial import Trial, model_identity
@@ -28,9 +28,7 @@ from farm.study.trial import Trial, model_identity
 # What an engine's start log states of the server it runs (Engine.reported_capacity's keys):
 # two trials are one server only where every one of these that either log states is equal.
 SERVER_KEYS: dict[str, str] = {
-    "max_running_requests": "requests at once",
-    "kv_cache_tokens": "KV-cache tokens",
-    "max_batched_tokens": "batch token budget",
+    **LIMITS,
     "mamba_cache_size": "mamba state slots",
     "max_model_len": "context length",
     "prefix_caching": "prefix cache",
@@ -47,6 +45,13 @@ class Twin(BaseModel):
     flags: dict[str, Any] = Field(description="The trial's every flag (Trial.all_flags).")
     gpu_name: str | None = None
     reported: dict[str, Any] = Field(default_factory=dict, description="Its log's SERVER_KEYS.")
+
+
+class SameServer(NamedTuple):
+    """The measured trial whose server a trial's engine ran, and the reason its record gives."""
+
+    twin: Twin
+    reason: str
 
 
 def candidates(trial: Trial, finished: Iterable[TrialResult]) -> list[Twin]:
@@ -81,13 +86,12 @@ def _knob_flags(engine: str, knob: str, values: Sequence[Any]) -> set[str]:
 
 
 def same_server(trial: Trial, reported: Mapping[str, Any], twins: Sequence[Twin], *,
-                gpu_name: str | None = None) -> tuple[Twin, str] | None:
+                gpu_name: str | None = None) -> SameServer | None:
     """The measured trial whose server this one's engine turned out to run, and the reason to record;
     None when the engine overrode no knob, or no candidate matches on every flag and every limit."""
     limits = effective_limits(trial.engine, trial.knobs or {}, trial.all_flags, reported)
     if limits is None or not limits.knob_overridden:
         return None
-    overridden = {o.knob for o in limits.knob_overridden}
     apart = set()
     for o in limits.knob_overridden:
         apart |= _knob_flags(trial.engine, o.knob, [o.asked, o.got])
@@ -101,19 +105,12 @@ def same_server(trial: Trial, reported: Mapping[str, Any], twins: Sequence[Twin]
             continue
         if gpu_name and twin.gpu_name and gpu_name != twin.gpu_name:
             continue
-        # every limit either log states, stated by both and equal; the overridden knob's among them
-        if set(mine) != set(twin.reported) or any(mine[k] != twin.reported[k] for k in mine):
+        # every limit either log states, stated by both and equal (the overridden knob's is among
+        # them: the override was read from this log)
+        if mine != twin.reported:
             continue
-        if any(CHECKED_KNOBS[k] not in mine for k in overridden):
-            continue
-        stated = ", ".join(f"{SERVER_KEYS[k]} {_v(mine[k])}" for k in SERVER_KEYS if k in mine)
-        return twin, (f"the engine ran the same server as {twin.label}: {overrides_text(limits)}; every other flag "
+        stated = ", ".join(f"{SERVER_KEYS[k]} {value_text(mine[k])}" for k in SERVER_KEYS if k in mine)
+        return SameServer(twin, f"the engine ran the same server as {twin.label}: {overrides_text(limits)}; every other flag "
                       f"is that trial's, and its log's limits equal that trial's ({stated}). Not measured twice: "
                       f"{twin.label}'s runs are this configuration's")
     return None
-
-
-def _v(x: Any) -> str:
-    if isinstance(x, bool):
-        return "on" if x else "off"
-    return f"{x:,}" if isinstance(x, int) else str(x)

@@ -156,7 +156,7 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
                log_lost: Callable[[TrialResult], None] = lambda r: None,
                pins: Mapping[str, str] | None = None,
                items: Mapping[str, schedule.Item] | None = None,
-               measured: Sequence[TrialResult] = ()) -> list[TrialResult]:
+               finished_before: Sequence[TrialResult] = ()) -> list[TrialResult]:
     """Run every job as an actor; returns one final result per trial, in job order.
 
     `pins` (trial id -> Ray node id) holds a trial to one node (the baseline's node controls).
@@ -164,7 +164,7 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
     starts next and on which node (node affinity); without them, jobs start in their order and
     Ray places them.
 
-    `measured`: the sweep's trials finished before this call. Each first-pass job starts with the
+    `finished_before`: the sweep's trials finished before this call. Each first-pass job starts with the
     finished trials (those and this call's) it could turn out to run the same server as
     (farm/analysis/twins.py).
 
@@ -195,7 +195,7 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
                         break  # until GPUs free up (or a compile cache is written)
                     job, chosen = picked
                 if job.first_pass:
-                    job = job.model_copy(update={"twins": twins.candidates(job.trial, [*measured, *final.values()])})
+                    job = job.model_copy(update={"twins": twins.candidates(job.trial, [*finished_before, *final.values()])})
                 secret = get_engine(job.trial.engine).secret_flags(job.engine_spec)
                 options: dict = dict(name=actor_name(job.sweep_id, job.trial, job.attempt, secret),
                                      namespace=sweep_namespace(job.sweep_id),
@@ -409,7 +409,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             elif not nothing_left:
                 run_trials(jobs, max_in_flight=max_in_flight, max_retries=study.max_retries,
                            on_event=on_event, log_lost=log_lost, pins={t.id: node for t, node in controls},
-                           measured=tracking.load_results(tracking_uri, sweep_id) if point is not None else (),
+                           finished_before=tracking.load_results(tracking_uri, sweep_id) if point is not None else (),
                            items=schedule.items_of(study, [j.trial for j in jobs], measured) if scheduled else None)
             if plan.is_auto(repeats) and strategy not in ("halving", "local"):
                 passes.run_auto(study, grid, trials, tracking_uri=tracking_uri, sweep_id=sweep_id, make_job=make_job,

@@ -18,6 +18,9 @@ from farm.run.ray_names import sweep_namespace
 
 STATES = ("done", "failed", "not measurable", "same server", "running", "pending")
 KEY = "SWEEP_ID"
+# A finished trial's state by its status; any other status is a failure.
+FINISHED_STATES = {Status.ok.value: "done", Status.not_measurable.value: "not measurable",
+                   Status.same_server.value: "same server"}
 
 
 @dataclass
@@ -81,9 +84,7 @@ def sweep_status(uri: str, sweep_id: str | None = None, *, address: str | None =
             out.ray_note = "running trials are counted as pending without --address (the Ray dashboard or 'auto')"
     for trial in store.trials(sweep_id):
         if trial.finished:
-            state = ("done" if trial.status == Status.ok.value else
-                     "not measurable" if trial.status == Status.not_measurable.value else
-                     "same server" if trial.status == Status.same_server.value else "failed")
+            state = FINISHED_STATES.get(trial.status, "failed")
             detail = (trial.reason or "")[:200] if state != "done" else ""
             out.trials.append(TrialState(trial.id, trial.label, state, trial.status, detail))
         elif trial.id in running:
