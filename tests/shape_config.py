@@ -22,7 +22,11 @@ SGLANG_STARTS = ("default-dummy-cold-start", "max-running-512-dummy-warm-start",
                  # 2026-12-04: the FP8-KV group from its carried pack on a fresh machine (start only), the
                  # 256-radix-off trial's own start, and 256 and 512 with the radix cache on (same_server)
                  "fp8-kv-cache-fp8-dummy-carried-warm-start", "max-running-256-radix-off-dummy-trial-cold-start",
-                 "max-running-256-dummy-same-server-warm-start", "max-running-512-dummy-same-server-warm-start")
+                 "max-running-256-dummy-same-server-warm-start", "max-running-512-dummy-same-server-warm-start",
+                 # 2026-12-04 (afternoon): the primary profile's repeats (pass 2), on a fresh machine whose
+                 # packs hold inductor's cache too: each group cold once, then warm on the same node
+                 "max-running-256-radix-off-dummy-pass2-cold-start", "fp8-radix-off-dummy-pass2-cold-start",
+                 "fp8-dummy-pass2-warm-start", "max-running-512-radix-off-dummy-pass2-warm-start")
 
 
 @functools.lru_cache(maxsize=1)

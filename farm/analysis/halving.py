@@ -368,7 +368,8 @@ def merge_rung(previous: TrialResult, new: TrialResult, rung: Rung) -> TrialResu
     rung as its pass, the trial's profiles grow by the rung's, and the rung's wall time is kept
     (the GPU-hours the budget counts)."""
     offset = max((r.repeat for r in previous.runs), default=-1) + 1
-    added = [r.model_copy(update={"repeat": offset + r.repeat, "pass_index": rung.index, "node": r.node or new.node})
+    added = [r.model_copy(update={"repeat": offset + r.repeat, "pass_index": rung.index, "node": r.node or new.node,
+                                  "node_id": r.node_id or new.node_id})
              for r in new.runs]
     walls = dict(previous.engine_reported.get(WALL_KEY) or {})
     if not walls and previous.started_at is not None and previous.finished_at is not None:

@@ -286,9 +286,10 @@ def merge_pass(previous: "TrialResult", new: "TrialResult", pass_index: int) -> 
     status becomes the later pass's when that is worse than ok, so the failure is visible.
     """
     offset = {p: next_repeat(previous, p) for p in {r.profile for r in new.runs}}
-    old = [r if r.node else r.model_copy(update={"node": previous.node}) for r in previous.runs]
+    old = [r if r.node else r.model_copy(update={"node": previous.node, "node_id": previous.node_id})
+           for r in previous.runs]
     added = [r.model_copy(update={"repeat": offset[r.profile] + r.repeat, "pass_index": pass_index,
-                                  "node": r.node or new.node})
+                                  "node": r.node or new.node, "node_id": r.node_id or new.node_id})
              for r in new.runs]
     runs = sorted(old + added, key=lambda r: (previous.trial.profiles.index(r.profile)
                                               if r.profile in previous.trial.profiles else len(previous.trial.profiles),

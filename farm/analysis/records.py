@@ -569,17 +569,30 @@ def _shared_hostnames(chosen: list["TrialResult"]) -> set[str]:
     """Hostnames of more than one Ray node (several nodes on one machine, as in tests)."""
     ids: dict[str, set[str]] = {}
     for tr in chosen:
-        if tr.node and tr.node_id:
-            ids.setdefault(tr.node, set()).add(tr.node_id)
+        for host, node_id in [(tr.node, tr.node_id)] + [(r.node, r.node_id) for r in tr.runs]:
+            if host and node_id:
+                ids.setdefault(host, set()).add(node_id)
     return {host for host, seen in ids.items() if len(seen) > 1}
+
+
+def _node_label(host: str | None, node_id: str | None, shared: set[str]) -> str | None:
+    """A node whose hostname other nodes share is named with its Ray node id's first 8 characters
+    (as farm/analysis/plan.py names node controls)."""
+    return f"{host}-{node_id[:8]}" if host in shared and node_id else host
 
 
 def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, ProfileInfo],
                    shared: set[str] = frozenset()) -> list[RunRecord]:
     t = tr.trial
-    # A node whose hostname other nodes share is named with its Ray node id's first 8 characters
-    # (as farm/analysis/plan.py names node controls). A later pass's run names its own node (hostname).
-    node = f"{tr.node}-{tr.node_id[:8]}" if tr.node in shared and tr.node_id else tr.node
+    node = _node_label(tr.node, tr.node_id, shared)
+
+    def run_node(run) -> str | None:
+        # A later pass's run names its own node; a first-pass run ran on the trial's node, whatever
+        # hostname a later pass stamped on it (the H200's lent machines are all 'vm').
+        if run.node_id:
+            return _node_label(run.node or tr.node, run.node_id, shared)
+        return node if run.pass_index <= 1 else (run.node or node)
+
     common = dict(trial=t.id, name=t.name, engine=t.engine, model=t.model, flags=_trial_flags(tr, study),
                   node_control_of=t.node_control_of, node=node, command=tr.serve_command or None,
                   limits=effective_limits(t.engine, t.knobs or {}, t.all_flags, tr.engine_reported))
@@ -590,7 +603,7 @@ def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, Profil
         out.append(RunRecord(id=f"{t.label}/{run.profile}/{run.repeat}", profile=run.profile, repeat=run.repeat,
                              load=run.load, status=run.status, reason=run.reason, metrics=metrics, total_requests=asked,
                              provenance=provenance_of(tr, run.started_at, run.finished_at, run.pass_index),
-                             **{**common, "node": run.node or node}))
+                             **{**common, "node": run_node(run)}))
     ran = {run.profile for run in tr.runs}
     for profile in t.profiles:
         if profile not in ran and tr.status != Status.ok:

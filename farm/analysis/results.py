@@ -130,6 +130,9 @@ class ProfileRun(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     node: str | None = Field(default=None, description="Node of this run when it differs from the trial's "
                              "(a later pass of `--repeats auto` may run elsewhere); none = the trial's node.")
+    node_id: str | None = Field(default=None, description="Ray node id of `node`: one hostname can name several "
+                                "nodes (lent GPU machines are all 'vm'), so a later pass on another machine is told "
+                                "apart by it; none = not recorded (results from before it was).")
     pass_index: int = Field(default=1, ge=1, description="Pass of `--repeats auto` this run belongs to (1 = the first).")
     load: float | None = Field(default=None, description="A capacity profile's run: the concurrency or rate it ran at; "
                                "`repeat` is then its place in the search.")

@@ -178,3 +178,27 @@ def test_each_runs_provenance_names_the_engine_start_that_served_it():
     halved = merge_rung(first, started(_result([0, 1], "n1"), 90.0, True, 2000.0), rung)
     assert provenance_of(halved, None, None, 1).engine_start_s == 251.0
     assert provenance_of(halved, None, None, 2).engine_start_s == 90.0
+
+
+def test_runs_on_machines_of_one_hostname_are_told_apart_by_their_node_id():
+    """Every lent H200 is called 'vm': a trial's first pass on one machine and its later pass on
+    another are named with their Ray node ids, and a first-pass run keeps its trial's node."""
+    from farm.analysis.records import records_from_trials
+
+    study = load_study()
+
+    def on(node_id: str, repeats: list[int], name: str = "mock-1") -> TrialResult:
+        result = _result(repeats, "vm").model_copy(update={"node_id": node_id})
+        return result.model_copy(update={"trial": result.trial.model_copy(update={"id": name})})
+
+    merged = plan.merge_pass(on("aaaaaaaa11", [0]), on("cccccccc33", [0, 1]), pass_index=2)
+    other = on("bbbbbbbb22", [0], name="mock-2")
+    nodes = {(r.trial, r.profile, r.repeat): r.node for r in records_from_trials([merged, other], study).records}
+    assert nodes[("mock-1", "p", 0)] == "vm-aaaaaaaa" and nodes[("mock-1", "q", 0)] == "vm-aaaaaaaa"
+    assert nodes[("mock-1", "p", 1)] == nodes[("mock-1", "p", 2)] == "vm-cccccccc"
+    assert nodes[("mock-2", "p", 0)] == "vm-bbbbbbbb"
+
+    # stored before runs carried a node id: the first pass's runs, stamped 'vm', keep the trial's node
+    legacy = merged.model_copy(update={"runs": [r.model_copy(update={"node_id": None}) for r in merged.runs]})
+    nodes = {(r.trial, r.profile, r.repeat): r.node for r in records_from_trials([legacy, other], study).records}
+    assert nodes[("mock-1", "p", 0)] == "vm-aaaaaaaa" and nodes[("mock-1", "p", 1)] == "vm"
