@@ -43,9 +43,11 @@ from farm.study.load import DEFAULT_CONFIG, _read_yaml
 
 PROJECT = Path(__file__).resolve().parents[2]
 # Never uploaded: environments, engines, models and offline bundles are installed on every node; results and
-# local tracking stores stay where they were written.
+# local tracking stores stay where they were written, measured data (bench/: the H200's 10 MB store, its
+# logs and plots) and the docs too: a sweep on the head runs farm's code and a study, nothing else (every
+# job uploaded ~18 MB, and Ray's warning about the store was a second line under farm's one-line errors).
 EXCLUDES = (".venv", "venv", ".engines", ".models", ".bundles", ".h200", "mlflow.db", "mlruns", "mlartifacts", "farm-runs", ".git",
-            "__pycache__", "*.egg-info", ".pytest_cache", ".hypothesis", "build", "dist", "*.pyc")
+            "__pycache__", "*.egg-info", ".pytest_cache", ".hypothesis", "build", "dist", "*.pyc", "bench", "docs")
 # Ray's SDK logs each file it leaves out and each upload at INFO: noise around farm's own lines.
 QUIET_LOGGERS = ("ray._private.runtime_env.packaging", "ray.dashboard.modules.dashboard_sdk")
 JOB_STUDY = ".farm-job/study.yaml"

@@ -80,6 +80,9 @@ def test_the_staged_project_carries_code_and_study_but_no_environments(tmp_path)
     assert yaml.safe_load((root / JOB_STUDY).read_text()) == {"name": "s", "grids": {}}
     names = {p.name for p in root.rglob("*")}
     assert not names & {".venv", ".engines", ".models", "mlflow.db", "farm-runs", ".git", "__pycache__"}
+    # measured data stays here: the H200's store alone is over Ray's 10 MiB upload warning
+    assert not (root / "bench").exists() and not (root / "docs").exists()
+    assert (root / "configs" / "smoke.yaml").is_file() and (root / "actors" / "bench.py").is_file()
 
 
 def test_prometheus_text_parsing():
