@@ -53,8 +53,11 @@ def sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("vllm-cpu")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     # One run of each profile, two of prefill (the grid's own): the repeat the cache-reset proof needs.
+    # --compile-cache: a directory that every node and every later sweep sees, where the compile
+    # group's first start publishes vLLM's compile cache (test_the_compile_cache_is_published_...)
     proc = run_farm("sweep", "--config", str(REPO / "configs" / "tiny-vllm-cpu.yaml"), "--grid", "ci",
-                    "--repeats", "1", "--tracking-uri", uri, "--workdir", str(tmp / "runs"), cwd=tmp, timeout=2400,
+                    "--repeats", "1", "--tracking-uri", uri, "--workdir", str(tmp / "runs"),
+                    "--compile-cache", str(tmp / "packs"), cwd=tmp, timeout=2400,
                     # farm's node cache (compile caches, warm-up markers) of this test's own: what this
                     # machine's earlier sweeps left in ~/.cache/farm changes nothing here
                     env={"FARM_CACHE_DIR": str(tmp / "cache")})
@@ -67,6 +70,7 @@ def sweep(tmp_path_factory):
         # by what the trial is (its flags): its readable name is farm's to choose (`max-num-seqs=1`)
         results[json.dumps(result["trial"]["flags"], sort_keys=True)] = result
     proc.tracking_uri = uri  # for the capacity test's look at the sweep's report
+    proc.packs, proc.node_cache = tmp / "packs", tmp / "cache"
     return proc, results
 
 
@@ -154,6 +158,40 @@ def test_a_capacity_search_runs_on_a_real_vllm(sweep, tmp_path):
         for p in points:  # every load tried is on its curve
             assert any(line.startswith(f"| {label} | {p.load:g} | {'yes' if p.meets else 'no'} |")
                        for line in report.splitlines()), p
+
+
+@needs_engine
+def test_the_compile_cache_is_published_and_a_fresh_node_cache_pulls_it_whole(sweep, tmp_path):
+    """vLLM's own compile cache travels: the group's first start (cold) packs it into the sweep's
+    --compile-cache directory, and a node that never compiled it (a fresh node cache, as on another
+    machine or in a later sweep) pulls it back file for file before its start. (Whether vLLM's CPU
+    build then loads it is its own: vLLM 0.32's CPU build fails every AOT load, and farm records
+    that start as cold with vLLM's reason: tests/unit/engines/test_engines_vllm.py.)"""
+    from actors import compile_cache
+
+    proc, results = sweep
+    first = min(results.values(), key=lambda r: r["started_at"])
+    published = first["engine_reported"].get("compile_cache_published")
+    assert published and published["to"] == f"directory {proc.packs}" and published["files"] >= 1, \
+        first["engine_reported"]
+    store = compile_cache.DirStore(proc.packs)
+    keys = [p.name.removesuffix(".tgz") for p in proc.packs.glob("*.tgz")]
+    assert len(keys) == 1, keys  # max-num-seqs compiles nothing: both trials are one group
+    compiled = proc.node_cache / "compile" / keys[0]
+    fresh = tmp_path / "compile" / keys[0]
+    fresh.mkdir(parents=True)
+    said = compile_cache.pull_group(store, keys[0], fresh)
+    meta, _ = store.get(keys[0])
+    assert said["compile_cache_pulled"]["files"] == meta.files >= 1, said
+
+    def files(root):
+        return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*")
+                if p.is_file() and p.name != compile_cache.PACKED_MARK}
+
+    # what the node compiled, byte for byte (the pack is the group's directory as its last start left it)
+    pulled, there = files(fresh), files(compiled)
+    assert pulled and all(there.get(name) == data for name, data in pulled.items())
+    assert any("torch_compile_cache" in name for name in pulled), sorted(pulled)[:20]
 
 
 @needs_engine
