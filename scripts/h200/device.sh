@@ -224,7 +224,8 @@ run() {
   [ -f "$store_tgz" ] || store_tgz="$B/store-carried.tgz"   # carried by an earlier call (stage)
   if [ ! -f "$B/store/mlflow.db" ] && [ -f "$store_tgz" ]; then
     tar -xzf "$store_tgz" -C "$B/store"   # resume what an earlier machine measured
-    echo "store restored from ${store_tgz#"$REPO/"} (sweep $(cat "$B/store/sweep-id" 2>/dev/null))"
+    # each grid's sweep keeps an id file of its own (sweep-job.sh): name them all, not seed's alone
+    echo "store restored from ${store_tgz#"$REPO/"} ($(cd "$B/store" && for f in sweep-id*; do printf '%s %s; ' "$f" "$(cat "$f")"; done))"
   fi
   if [ "${PREPARE_ONLY:-0}" = 1 ]; then echo "prepared: bundles installed, store restored; no sweep started"; return 0; fi
   if [ -f "$B/job.pid" ] && kill -0 "$(cat "$B/job.pid")" 2>/dev/null; then

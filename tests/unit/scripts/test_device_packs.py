@@ -130,11 +130,13 @@ def test_prepare_restores_the_store_and_starts_no_sweep(tmp_path):
     store.mkdir()
     (store / "mlflow.db").write_bytes(b"SQLite format 3\x00")
     (store / "sweep-id").write_text("a" * 32 + "\n")
+    (store / "sweep-id.sglang").write_text("b" * 32 + "\n")  # each grid's sweep has an id file of its own
     with tarfile.open(repo / ".h200" / "store.tgz", "w:gz") as tar:
         for f in store.iterdir():
             tar.add(f, arcname=f.name)
     said = _sh(DEVICE, "prepare", cwd=repo, machine=machine)
-    assert f"store restored from .h200/store.tgz (sweep {'a' * 32})" in said
+    # every grid's sweep is named: a SGLang sitting saw only seed's id and took it for the wrong sweep
+    assert f"store restored from .h200/store.tgz (sweep-id {'a' * 32}; sweep-id.sglang {'b' * 32}; )" in said
     assert "no sweep started" in said
     assert (machine / "store" / "mlflow.db").is_file()
     assert not (machine / "job.pid").exists() and not (machine / "sweep.log").exists()
