@@ -26,7 +26,11 @@ SGLANG_STARTS = ("default-dummy-cold-start", "max-running-512-dummy-warm-start",
                  # 2026-12-04 (afternoon): the primary profile's repeats (pass 2), on a fresh machine whose
                  # packs hold inductor's cache too: each group cold once, then warm on the same node
                  "max-running-256-radix-off-dummy-pass2-cold-start", "fp8-radix-off-dummy-pass2-cold-start",
-                 "fp8-dummy-pass2-warm-start", "max-running-512-radix-off-dummy-pass2-warm-start")
+                 "fp8-dummy-pass2-warm-start", "max-running-512-radix-off-dummy-pass2-warm-start",
+                 # 2026-12-04 (evening): pass 2's last three trials on a fresh machine without packs: the
+                 # BF16 radix-off and FP8-KV groups cold, then the defaults warm after 512-radix-off
+                 "max-running-512-radix-off-dummy-pass2-evening-cold-start", "fp8-kv-cache-fp8-dummy-pass2-cold-start",
+                 "default-dummy-pass2-warm-start")
 
 
 @functools.lru_cache(maxsize=1)
