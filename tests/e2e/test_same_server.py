@@ -1,5 +1,5 @@
 """A trial whose engine overrides its knob back to a trial already measured is not measured twice
-(real Ray, MLflow, guidellm and mock-server engines).
+(real Ray: the session's head, tests/conftest.py; real MLflow, guidellm and mock-server engines).
 
 The mock's `slots` is the engine's own cap on requests at once, as SGLang's mamba state slots cap
 `--max-running-requests` on the H200 (512 asked, 79 run, the default's server to the token):
@@ -25,7 +25,7 @@ FLAGS = {"slots": 2, "ttft-ms": 5, "itl-ms": 1}
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
+def sweep(tmp_path_factory, ray_head):
     tmp = tmp_path_factory.mktemp("same-server")
     study = write_study(tmp / "twins.yaml", name="twins", grid="g", max_concurrent=1, blocks=[
         {"engine": "mock", "models": ["tiny"], "name": "default", "flags": FLAGS},
@@ -33,8 +33,9 @@ def sweep(tmp_path_factory):
         {"engine": "mock", "models": ["tiny"], "name": "asked_1", "flags": FLAGS, "knobs": {"max_running_requests": 1}},
     ])
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    # on the session's Ray head: Ray's own start and end are not this test's subject
     proc = run_farm("sweep", "--config", str(study), "--grid", "g", "--tracking-uri", uri, "--workdir",
-                    str(tmp / "runs"), cwd=tmp)
+                    str(tmp / "runs"), "--address", ray_head, cwd=tmp)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     sweep_id = next(w for w in proc.stdout.split() if len(w) == 32 and w.isalnum())
     assert f"sweep id: {sweep_id}" in proc.stdout

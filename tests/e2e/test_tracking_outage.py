@@ -1,6 +1,7 @@
 """The shared MLflow server goes away in the middle of a sweep and comes back: nothing is lost.
 
-A real `farm server`, a real sweep of three short mock trials one after another; when the first
+A real `farm server`, a real sweep of three short mock trials one after another (on the session's
+Ray head); when the first
 trial is stored the server is stopped (its process group), and started again on the same port and
 store once the second trial's engine has ended. A trial ends while it is down: its actor keeps trying to store the result (and
 MLflow's own HTTP retries), so the sweep ends normally with every trial in MLflow exactly once.
@@ -19,7 +20,7 @@ from sweeptools import (HANG_S, alive, child_runs, engine_of, isolated_env, star
 pytestmark = pytest.mark.slow
 
 
-def test_a_tracking_server_outage_mid_sweep_loses_no_trial(tmp_path):
+def test_a_tracking_server_outage_mid_sweep_loses_no_trial(tmp_path, ray_head):
     from farm.study.grid import expand
     from farm.study.load import load_study
 
@@ -38,8 +39,9 @@ def test_a_tracking_server_outage_mid_sweep_loses_no_trial(tmp_path):
     server = start_farm_server(store, port, env=env, log=server_log)
     log = tmp_path / "sweep.out"
     workdir = tmp_path / "farm-runs"
+    # on the session's Ray head (tests/conftest.py): Ray's own start and end are not this test's subject
     sweep = start_farm("sweep", "--config", str(path), "--grid", "three", "--tracking-uri", uri,
-                       "--workdir", str(workdir), cwd=tmp_path, log=log)
+                       "--workdir", str(workdir), "--address", ray_head, cwd=tmp_path, log=log)
     try:
         wait_until(lambda: sweep.poll() is not None or "[1/3]" in log.read_text(), 400, what="the first trial")
         assert sweep.poll() is None, log.read_text()[-3000:]
