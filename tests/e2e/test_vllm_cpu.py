@@ -8,6 +8,7 @@ import json
 import os
 
 import pytest
+import yaml
 from mlflow.tracking import MlflowClient
 
 from conftest import REPO, run_farm
@@ -48,6 +49,27 @@ def _gone(pid: int) -> bool:
     return False
 
 
+CONFIG = REPO / "configs" / "tiny-vllm-cpu.yaml"
+# Requests per run of the two saturating profiles in CI (the config has 64): two rounds of the 16
+# streams still separate max-num-seqs 1 from 16, and the second prefill run of the same prompts
+# still proves the cache reset. At max-num-seqs 1 the requests run one by one: the 64-request
+# generation run alone took 13-23 s of that trial.
+CI_REQUESTS = 32
+
+
+def _ci_study(tmp) -> str:
+    """configs/tiny-vllm-cpu.yaml with fewer requests per saturating run, its paths made absolute
+    (they are relative to the config's own folder)."""
+    data = yaml.safe_load(CONFIG.read_text())
+    data["models"]["tiny-moe"]["name"] = str(MODEL)
+    data["engines"]["vllm"]["venv"] = str(ENGINE_ENV)
+    for name in ("generation", "prefill"):
+        data["profiles"][name]["requests"] = CI_REQUESTS
+    path = tmp / "tiny-vllm-cpu.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("vllm-cpu")
@@ -55,7 +77,7 @@ def sweep(tmp_path_factory):
     # One run of each profile, two of prefill (the grid's own): the repeat the cache-reset proof needs.
     # --compile-cache: a directory that every node and every later sweep sees, where the compile
     # group's first start publishes vLLM's compile cache (test_the_compile_cache_is_published_...)
-    proc = run_farm("sweep", "--config", str(REPO / "configs" / "tiny-vllm-cpu.yaml"), "--grid", "ci",
+    proc = run_farm("sweep", "--config", _ci_study(tmp), "--grid", "ci",
                     "--repeats", "1", "--tracking-uri", uri, "--workdir", str(tmp / "runs"),
                     "--compile-cache", str(tmp / "packs"), cwd=tmp, timeout=2400,
                     # farm's node cache (compile caches, warm-up markers) of this test's own: what this
@@ -123,7 +145,7 @@ def test_a_capacity_search_runs_on_a_real_vllm(sweep, tmp_path):
     report's capacity is the verdict of those runs. How fast 2 shared cores serve is not asserted:
     a busy machine may miss the SLO at the first load, and then the search must stop there."""
     proc, results = sweep
-    study = load_study(REPO / "configs" / "tiny-vllm-cpu.yaml")
+    study = load_study(CONFIG)  # the capacity profile as the config has it (the CI study changes no capacity key)
     profile = study.profiles["capacity"]
     spec, slo = profile.capacity, profile.slo
     floor = outcome.success_floor(profile, study.min_success_rate)
