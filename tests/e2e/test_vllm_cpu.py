@@ -65,6 +65,9 @@ def _ci_study(tmp) -> str:
     data["engines"]["vllm"]["venv"] = str(ENGINE_ENV)
     for name in ("generation", "prefill"):
         data["profiles"][name]["requests"] = CI_REQUESTS
+        # The config's floor of 0.75 allows the 16 requests guidellm may leave in flight at a run's
+        # end (its comment: 6 of 64 seen) out of 64; of 32, the same 16 allow 0.5
+        data["profiles"][name]["slo"]["min_success_rate"] = 0.5
     path = tmp / "tiny-vllm-cpu.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return str(path)
