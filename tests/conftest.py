@@ -36,6 +36,7 @@ def _has_gpu() -> bool:
 
 def pytest_collection_modifyitems(config, items):
     _group_simulated_cluster_tests(items)
+    _one_worker_per_shared_fixture(items)
     if _has_gpu():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
@@ -56,6 +57,19 @@ def _group_simulated_cluster_tests(items) -> None:
                + [i for i in users if i.get_closest_marker("destroys_sim_cluster") is not None])
     rest = [item for item in items if item not in set(users)]
     items[:] = rest[:at] + ordered + rest[at:]
+
+
+def _one_worker_per_shared_fixture(items) -> None:
+    """Groups for `pytest -n 2 --dist loadgroup` (the end-to-end tests in `make test`): a module's
+    tests stay on one worker (its module-scoped sweep runs once), the tests of the session's one
+    simulated cluster too (`sim_cluster`: in the order set above, those that take a node away last),
+    and the readers of the session's one smoke sweep (`smoke_sweep`), which would otherwise run it on
+    both workers. Other session fixtures (`ray_head`) are cheap enough to start once a worker."""
+    for item in items:
+        used = getattr(item, "fixturenames", ())
+        group = ("sim_cluster" if "sim_cluster" in used else "smoke_sweep" if "smoke_sweep" in used
+                 else item.nodeid.split("::", 1)[0])
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def shared_file(relative: str) -> Path:
@@ -107,12 +121,33 @@ def smoke_sweep(tmp_path_factory) -> dict:
     and its MLflow pages read this one sweep. Tests that change a sweep run their own."""
     import json
 
+    import time
+
+    from sweeptools import client_hosts
+
     tmp = tmp_path_factory.mktemp("smoke")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    proc = run_farm("sweep", "--grid", "smoke", "--json", "--tracking-uri", uri, "--workdir", str(tmp / "runs"),
-                    cwd=tmp)
+    args = [sys.executable, "-m", "farm.cli", "sweep", "--grid", "smoke", "--json", "--tracking-uri", uri,
+            "--workdir", str(tmp / "runs")]
+    # A mark in the sweep's environment (farm ignores it; Ray's processes and theirs inherit it) tells
+    # this sweep's client hosts from those of a sweep another test runs beside it (`make test`'s two
+    # workers): the hosts seen while it runs are the ones that must end with it.
+    mark, hosts = f"FARM_TEST_SMOKE_SWEEP={tmp}", set()
+    out, err = tmp / "sweep.out", tmp / "sweep.err"
+    with open(out, "w") as o, open(err, "w") as e:
+        sweep = subprocess.Popen(args, cwd=tmp, stdout=o, stderr=e, stdin=subprocess.DEVNULL,
+                                 env={**os.environ, "FARM_TEST_SMOKE_SWEEP": str(tmp)})
+        deadline = time.monotonic() + 900
+        while sweep.poll() is None and time.monotonic() < deadline:
+            hosts.update(client_hosts(mark))
+            time.sleep(0.5)
+        if sweep.poll() is None:
+            sweep.kill()
+        sweep.wait()
+    proc = subprocess.CompletedProcess(args, sweep.returncode, out.read_text(), err.read_text())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {"proc": proc, "uri": uri, "tmp": tmp, "summary": json.loads(proc.stdout)}
+    return {"proc": proc, "uri": uri, "tmp": tmp, "summary": json.loads(proc.stdout), "mark": mark,
+            "client_hosts": sorted(hosts)}
 
 
 def resume_smoke(smoke: dict, *extra: str) -> subprocess.CompletedProcess:

@@ -68,6 +68,20 @@ def alive(pid: int) -> bool:
         return False
 
 
+def client_hosts(mark: str) -> list[int]:
+    """Processes running a node's client host (`python -m actors.client_host SOCKET`) whose
+    environment holds `mark` (`NAME=VALUE`): those of one sweep, not of another running beside it."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if (b"actors.client_host" in cmdline.read_bytes().split(b"\0")
+                    and mark.encode() in (cmdline.parent / "environ").read_bytes().split(b"\0")):
+                pids.append(int(cmdline.parent.name))
+        except OSError:  # gone meanwhile
+            continue
+    return pids
+
+
 # How long a wait for a state goes on before a test calls it a hang: generous on 2 busy cores.
 HANG_S = 120
 

@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import REPO, run_farm
 from farm.study.grid import expand
-from sweeptools import HANG_S, wait_until
+from sweeptools import HANG_S, client_hosts, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -97,22 +97,7 @@ def test_no_engine_outlives_the_sweep(smoke):
     wait_until(lambda: all(_dead(p) for p in pids), HANG_S, what=f"the engines {pids} to be gone")
 
 
-def _client_hosts() -> list[int]:
-    """Processes running a node's client host (`python -m actors.client_host SOCKET`)."""
-    from pathlib import Path
-
-    pids = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            argv = cmdline.read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"actors.client_host" in argv:
-            pids.append(int(cmdline.parent.name))
-    return pids
-
-
-def test_every_run_s_client_was_forked_by_the_node_s_host_and_the_host_ended_with_the_sweep(smoke):
+def test_every_run_s_client_was_forked_by_the_node_s_host_and_the_host_ended_with_the_sweep(smoke, smoke_sweep):
     """guidellm is imported once a node and sweep, not once a trial: each trial's client is forked by
     its node's client host (actors/client_host.py), which ends with the sweep."""
     import json
@@ -125,7 +110,10 @@ def test_every_run_s_client_was_forked_by_the_node_s_host_and_the_host_ended_wit
         path = client.download_artifacts(child.info.run_id, "result.json", str(tmp / child.info.run_id))
         runs += json.loads(open(path).read())["runs"]
     assert len(runs) == 8 and all(run["client_forked"] is True for run in runs), runs
-    wait_until(lambda: not _client_hosts(), HANG_S, what="no client host to run after the sweep")
+    hosts = smoke_sweep["client_hosts"]  # this sweep's, seen while it ran (tests/conftest.py)
+    assert hosts, "no client host of the sweep was seen while it ran"
+    # by the mark, not by those pids: a pid may be another process's by now
+    wait_until(lambda: not client_hosts(smoke_sweep["mark"]), HANG_S, what=f"the sweep's client hosts {hosts} to be gone")
 
 
 def test_dry_run_lists_the_full_study_without_starting_anything(tmp_path):

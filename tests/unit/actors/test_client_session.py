@@ -27,8 +27,10 @@ from sweeptools import HANG_S
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def mock_server():
+    # One server for the module: it keeps no state between runs that a test reads (each run sends its
+    # own requests), and its start (~3 s of guidellm's imports) was most of each test's setup.
     port = free_port("127.0.0.1")
     proc = subprocess.Popen([sys.executable, "-m", "guidellm", "mock-server", "--model=farm-tiny", "--host=127.0.0.1",
                              f"--port={port}", "--ttft-ms=20", "--itl-ms=20"],
