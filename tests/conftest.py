@@ -34,6 +34,9 @@ def _has_gpu() -> bool:
         ["nvidia-smi", "-L"], capture_output=True).returncode == 0
 
 
+# First: xdist's `--dist loadgroup` reads the xdist_group markers in its own hook of this name, so
+# they must be set before it runs (set after, every module's sweep ran on both workers).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     _group_simulated_cluster_tests(items)
     _one_worker_per_shared_fixture(items)
