@@ -33,17 +33,12 @@ lint: setup
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check farm actors tests scripts bench
 
-# Unit tests first, on both cores (pytest-xdist); then the end-to-end tests on the mock engine, two
-# at a time: a mock sweep waits on its engines' latencies most of its wall, about half of 2 cores
-# (a module's tests, the simulated cluster's and the smoke sweep's readers each stay on one worker:
-# tests/conftest.py); then the vLLM CPU engine's, alone, since vLLM keeps both cores busy. All three
-# always run; any failing fails `make test`.
+# Unit tests first, on both cores (pytest-xdist); then the end-to-end tests, one at a time (each
+# starts Ray, engines and guidellm of its own). Both always run; either failing fails `make test`.
 test: setup engines lint
 	unit=0; $(PY) -m pytest tests/unit -n 2 $(PYTEST_ARGS) || unit=$$?; \
-	e2e=0; $(PY) -m pytest tests/e2e -n 2 --dist loadgroup -m "not vllm_cpu" $(PYTEST_ARGS) || e2e=$$?; \
-	vllm=0; $(PY) -m pytest tests/e2e -m vllm_cpu $(PYTEST_ARGS) || vllm=$$?; \
-	if [ $$unit != 0 ] || [ $$e2e != 0 ] || [ $$vllm != 0 ]; then \
-	  echo "make test: unit tests exit $$unit, mock e2e tests exit $$e2e, vLLM CPU e2e tests exit $$vllm"; exit 1; fi
+	e2e=0; $(PY) -m pytest tests/e2e $(PYTEST_ARGS) || e2e=$$?; \
+	if [ $$unit != 0 ] || [ $$e2e != 0 ]; then echo "make test: unit tests exit $$unit, e2e tests exit $$e2e"; exit 1; fi
 
 test-fast: setup lint
 	$(PY) -m pytest -m "not slow and not vllm_cpu" $(PYTEST_ARGS)

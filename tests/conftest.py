@@ -34,12 +34,8 @@ def _has_gpu() -> bool:
         ["nvidia-smi", "-L"], capture_output=True).returncode == 0
 
 
-# First: xdist's `--dist loadgroup` reads the xdist_group markers in its own hook of this name, so
-# they must be set before it runs (set after, every module's sweep ran on both workers).
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     _group_simulated_cluster_tests(items)
-    _one_worker_per_shared_fixture(items)
     if _has_gpu():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
@@ -60,19 +56,6 @@ def _group_simulated_cluster_tests(items) -> None:
                + [i for i in users if i.get_closest_marker("destroys_sim_cluster") is not None])
     rest = [item for item in items if item not in set(users)]
     items[:] = rest[:at] + ordered + rest[at:]
-
-
-def _one_worker_per_shared_fixture(items) -> None:
-    """Groups for `pytest -n 2 --dist loadgroup` (the end-to-end tests in `make test`): a module's
-    tests stay on one worker (its module-scoped sweep runs once), the tests of the session's one
-    simulated cluster too (`sim_cluster`: in the order set above, those that take a node away last),
-    and the readers of the session's one smoke sweep (`smoke_sweep`), which would otherwise run it on
-    both workers. Other session fixtures (`ray_head`) are cheap enough to start once a worker."""
-    for item in items:
-        used = getattr(item, "fixturenames", ())
-        group = ("sim_cluster" if "sim_cluster" in used else "smoke_sweep" if "smoke_sweep" in used
-                 else item.nodeid.split("::", 1)[0])
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def shared_file(relative: str) -> Path:
@@ -133,8 +116,8 @@ def smoke_sweep(tmp_path_factory) -> dict:
     args = [sys.executable, "-m", "farm.cli", "sweep", "--grid", "smoke", "--json", "--tracking-uri", uri,
             "--workdir", str(tmp / "runs")]
     # A mark in the sweep's environment (farm ignores it; Ray's processes and theirs inherit it) tells
-    # this sweep's client hosts from those of a sweep another test runs beside it (`make test`'s two
-    # workers): the hosts seen while it runs are the ones that must end with it.
+    # this sweep's client hosts from those of any other sweep on the machine (another test's, a
+    # developer's): the hosts seen while it runs are the ones that must end with it.
     mark, hosts = f"FARM_TEST_SMOKE_SWEEP={tmp}", set()
     out, err = tmp / "sweep.out", tmp / "sweep.err"
     with open(out, "w") as o, open(err, "w") as e:
