@@ -161,7 +161,9 @@ def start_node(env: dict[str, str], *, head: bool, gcs_port: int | None = None, 
     log = log_dir / f"ray-{'head' if head else 'worker'}-{ports['node_manager']}.log"
     with open(log, "ab") as fh:
         node_path = path if path is not None else f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-        proc = subprocess.Popen(argv, env={**env, "PATH": node_path},
+        # RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0: a test's node has nothing to drain, and with Ray's
+        # default (30 s) every stop waited out stop_group's whole grace period before the SIGKILL.
+        proc = subprocess.Popen(argv, env={**env, "PATH": node_path, "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"},
                                 stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     node = RayNode(proc, temp_dir, log, ports)
