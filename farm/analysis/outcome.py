@@ -180,6 +180,24 @@ class Lost(str, Enum):
     farm = "farm"          # farm's own code failed inside the actor
 
 
+# How much of Ray's account of a lost actor a trial's reason keeps (its attempt line keeps 1,000 characters).
+LOST_DETAIL_CHARS = 600
+
+
+def lost_actor_detail(kind: str, text: str) -> str:
+    """`kind: what Ray says` of an actor that gave no result: Ray's first line and, for an actor whose
+    process ended, Ray's account of why (`... Worker exit type: SYSTEM_ERROR Worker exit detail: ...`:
+    killed for memory, a crash, the node gone), which the first line alone ("The actor died
+    unexpectedly before finishing this task.") never says. The fields Ray lists between them (the
+    actor's class, id, pid, name, namespace, address) are left out: the result has the node already."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    kept = [" ".join(line.split()) for line in lines if not line.startswith("\t")]
+    detail = " ".join(kept)
+    if len(detail) > LOST_DETAIL_CHARS:
+        detail = detail[:LOST_DETAIL_CHARS - 3].rstrip() + "..."
+    return f"{kind}: {detail}"
+
+
 _LOST_STATUS = {Lost.actor: Status.node_lost, Lost.not_stored: Status.connection_error, Lost.farm: Status.bench_failed}
 
 

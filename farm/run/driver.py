@@ -28,8 +28,8 @@ from farm.engines import get_engine
 from farm.errors import UserError
 from farm.run.jobs import client_runtime_env, connect_client, is_client_address, tag_sweep_with_submission
 from farm.run.preflight import check_resume
-from farm.analysis.outcome import (TRANSIENT, Lost, lost_actor_result, not_measurable_result, trial_not_measurable,
-                                   should_retry)
+from farm.analysis.outcome import (TRANSIENT, Lost, lost_actor_detail, lost_actor_result, not_measurable_result,
+                                   trial_not_measurable, should_retry)
 from farm.analysis.results import TrialResult
 from farm.secrets import redact_trial
 from farm.study.spec import EngineSpec, Study
@@ -80,7 +80,7 @@ def _result_without_actor(job: TrialJob, exc: BaseException, node_id: str | None
     loss (farm.analysis.outcome.Lost) it is; outcome says what that loss means."""
     cause = exc.cause if isinstance(exc, RayTaskError) else None
     if isinstance(exc, RayActorError) or not isinstance(exc, RayTaskError):
-        lost, detail = Lost.actor, f"{type(exc).__name__}: {_first_line(exc)}"
+        lost, detail = Lost.actor, lost_actor_detail(type(exc).__name__, str(exc))
     elif isinstance(cause, TrackingUnavailable):
         lost, detail = Lost.not_stored, str(cause)
     else:
