@@ -1,5 +1,5 @@
-"""`farm sweep --strategy halving` end to end through the CLI: real Ray, MLflow, guidellm and
-mock-server engines. One sweep of two trials (two rungs) is shared by every assert: Ctrl-C
+"""`farm sweep --strategy halving` end to end through the CLI: real Ray (the session's, tests/conftest.py),
+MLflow, guidellm and mock-server engines. One sweep of two trials (two rungs) is shared by every assert: Ctrl-C
 once rung 2's engine runs, then `--resume SWEEP_ID` (without --strategy or --budget: the sweep's run
 says what it is) continues at rung 2 without running rung 1 again."""
 
@@ -20,7 +20,7 @@ BUDGET = 1.0  # GPU-hours (a trial of the mock engine counts as one GPU): rung 2
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
+def sweep(tmp_path_factory, ray_head):
     from farm.study.grid import expand
     from farm.study.load import load_study
 
@@ -43,7 +43,10 @@ def sweep(tmp_path_factory):
     path.write_text(__import__("yaml").safe_dump(data, sort_keys=False))
     ids = {t.name: t.id for t in expand(load_study(path), "race")}
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    args = ["sweep", "--config", str(path), "--grid", "race", "--tracking-uri", uri, "--workdir", str(tmp / "runs")]
+    # Both legs on the session's Ray head: Ray's own start and end with a Ctrl-C'd driver are
+    # test_resume.py's, and two starts of a local Ray cost this module ~12 s.
+    args = ["sweep", "--config", str(path), "--grid", "race", "--tracking-uri", uri, "--workdir", str(tmp / "runs"),
+            "--address", ray_head]
     log1 = tmp / "first.out"
     first = start_farm(*args, "--strategy", "halving", "--budget", str(BUDGET), cwd=tmp, log=log1)
     try:
