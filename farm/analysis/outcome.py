@@ -190,9 +190,8 @@ def lost_actor_detail(kind: str, text: str) -> str:
     killed for memory, a crash, the node gone), which the first line alone ("The actor died
     unexpectedly before finishing this task.") never says. The fields Ray lists between them (the
     actor's class, id, pid, name, namespace, address) are left out: the result has the node already."""
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    kept = [" ".join(line.split()) for line in lines if not line.startswith("\t")]
-    detail = " ".join(kept)
+    detail = " ".join(" ".join(line.split()) for line in text.splitlines()
+                      if line.strip() and not line.startswith("\t"))
     if len(detail) > LOST_DETAIL_CHARS:
         detail = detail[:LOST_DETAIL_CHARS - 3].rstrip() + "..."
     return f"{kind}: {detail}"
