@@ -79,7 +79,10 @@ def main(argv: list[str]) -> int:
     py = str(python)
     uv = env_dir / "bin" / "uv"
     if uv.exists() or run([py, "-m", "pip", "install", "-q", UV]) == 0:
-        cmd = [str(uv), "pip", "install", "-q", "--python", py, *uv_options(pip_config(py)), *requirements]
+        # pip takes the best version across all its indexes; uv by default only from the first index
+        # that has the package (here a local index held ray 2.58 and PyPI the 2.60 farm pins).
+        cmd = [str(uv), "pip", "install", "-q", "--python", py, "--index-strategy", "unsafe-best-match",
+               *uv_options(pip_config(py)), *requirements]
         if run(cmd) == 0:
             return 0
         print(f"venv-install: uv failed ({shlex.join(cmd)}); installing with pip", file=sys.stderr)

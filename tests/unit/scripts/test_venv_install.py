@@ -3,9 +3,9 @@ pip's would (this project's machines keep torch's CPU build in a local wheel dir
 with a constraints file, both in pip's configuration).
 
 The install test is real: a fresh venv, real `pip config list`, the real uv of farm's own venv
-(which `make setup` installed through this script), and two versions of a local wheel of which the
-configured constraint allows one. The index is a directory that does not exist, so nothing can come
-from PyPI: what is installed came through pip's find-links, under pip's constraint.
+(which `make setup` installed through this script), and versions of a local wheel of which the
+configured constraint allows one, spread over the sources pip's configuration names. The indexes are
+local directories, so nothing can come from PyPI.
 """
 
 from __future__ import annotations
@@ -82,16 +82,30 @@ def test_each_key_comes_from_the_scope_pip_itself_would_use(tmp_path, monkeypatc
     assert [v for f, v in pairs if f == "--find-links"] == ["/wheels/one", "/wheels/two"]
 
 
-def test_a_uv_install_takes_the_wheel_and_the_cap_from_pips_configuration(tmp_path):
+def _index(root: Path, version: str) -> str:
+    """A file:// simple index (PEP 503) that offers one version of demo-pkg."""
+    project = root / "demo-pkg"
+    project.mkdir(parents=True)
+    _wheel(project, version)
+    name = f"demo_pkg-{version}-py3-none-any.whl"
+    (project / "index.html").write_text(f'<html><body><a href="{name}">{name}</a></body></html>\n')
+    return f"file://{root}"
+
+
+def test_a_uv_install_resolves_as_pip_would_from_pips_configuration(tmp_path):
+    """Three sources as pip's configuration names them: the index (1.5), an extra index (1.0) and
+    find-links (2.0), under a constraint `<2`. pip takes the best allowed version across all of
+    them, 1.5; uv on its own would take 1.0 from the first index that has the package, and 2.0
+    without the constraint."""
     uv = shutil.which("uv", path=str(Path(sys.executable).parent))
     assert uv, f"farm's venv has no uv ({Path(sys.executable).parent}): `make setup` installs it through {SCRIPT.name}"
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    for version in ("1.0", "2.0"):
-        _wheel(wheels, version)
+    _wheel(wheels, "2.0")
     (tmp_path / "constraints.txt").write_text("demo-pkg<2\n")
     env = _pip_env(tmp_path,
-                   f"[global]\nindex-url = file://{tmp_path / 'no-index'}\n"
+                   f"[global]\nindex-url = {_index(tmp_path / 'index', '1.5')}\n"
+                   f"extra-index-url = {_index(tmp_path / 'extra', '1.0')}\n"
                    f"[install]\nconstraint = {tmp_path / 'constraints.txt'}\n",
                    PIP_FIND_LINKS=str(wheels))
     target = tmp_path / "venv"
@@ -103,4 +117,4 @@ def test_a_uv_install_takes_the_wheel_and_the_cap_from_pips_configuration(tmp_pa
     assert "installing with pip" not in done.stderr  # uv did it, not the fallback
     version = subprocess.run([str(target / "bin" / "python"), "-c", "import demo_pkg; print(demo_pkg.VERSION)"],
                              capture_output=True, text=True, check=True).stdout.strip()
-    assert version == "1.0"
+    assert version == "1.5"
