@@ -50,6 +50,8 @@ REPEATS = Checked("repeats", inputs.repeats)
 GPU_HOURS = Checked("gpu_hours", inputs.gpu_hours)
 RUNS = Checked("runs", _count(inputs.MAX_RUNS))
 WORKERS = Checked("workers", _count(64))
+# `farm server --auth-cache-s`: 0 (MLflow's default: every request checks the password hash) to an hour
+AUTH_CACHE_S = Checked("auth_cache_s", lambda value, *, option: inputs.whole_number(value, option=option, low=0, high=3600))
 PORT = Checked("port", _port)
 DIRECTORY = Checked("directory", inputs.output_directory)
 # --workdir: a path on the nodes (checked here only where the sweep runs on this machine)

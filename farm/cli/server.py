@@ -21,6 +21,11 @@ import click
 from farm.cli import options as opt
 from farm.errors import UserError
 
+# A sweep's actors, client hosts and driver each log several requests a second; a minute of trust
+# keeps the server's CPU for them (the password check is PBKDF2 by design) and bounds how long a
+# revoked password still works, as MLflow's own option documents.
+AUTH_CACHE_DEFAULT_S = 60
+
 AUTH_INI = """[mlflow]
 # Written by `farm server --auth`. New users get no permission until the admin grants one.
 default_permission = NO_PERMISSIONS
@@ -28,6 +33,9 @@ database_uri = sqlite:///{db}
 admin_username = {user}
 admin_password = {password}
 authorization_function = mlflow.server.auth:authenticate_request_basic_auth
+# A credential that passed is trusted for this many seconds in each server worker (farm server
+# --auth-cache-s): without it every request checks the password's PBKDF2 hash, tens of ms of CPU.
+auth_cache_ttl_seconds = {cache_s}
 """
 
 
@@ -80,11 +88,11 @@ def _admin_credentials() -> tuple[str, str]:
     return user, password
 
 
-def _auth_env(store: Path, user: str, password: str) -> dict[str, str]:
+def _auth_env(store: Path, user: str, password: str, cache_s: int) -> dict[str, str]:
     """MLflow's basic-auth app: its config (the admin account) and a Flask secret key, both kept
     in the store (mode 0600)."""
     ini = store / "basic_auth.ini"
-    ini.write_text(AUTH_INI.format(db=store / "basic_auth.db", user=user, password=password))
+    ini.write_text(AUTH_INI.format(db=store / "basic_auth.db", user=user, password=password, cache_s=cache_s))
     ini.chmod(0o600)
     key_file = store / "flask_secret_key"
     if not key_file.exists():
@@ -103,8 +111,15 @@ def _auth_env(store: Path, user: str, password: str) -> dict[str, str]:
 @click.option("--allowed-hosts", type=opt.HOST_LIST, default=None,
               help="Host headers the server accepts (MLflow's default: localhost and private addresses).")
 @click.option("--workers", type=opt.WORKERS, default=2, show_default=True, help="Server worker processes.")
-def server(store: str, host: str, port: int, auth: bool, allowed_hosts: str | None, workers: int) -> None:
+@click.option("--auth-cache-s", type=opt.AUTH_CACHE_S, default=None,
+              help="With --auth: seconds a checked login is trusted by each server worker (default 60; 0: "
+                   "check the password hash on every request, MLflow's own default). A changed or revoked "
+                   "password may still pass for this long.")
+def server(store: str, host: str, port: int, auth: bool, allowed_hosts: str | None, workers: int,
+           auth_cache_s: int | None) -> None:
     """Start the shared MLflow tracking server (runs in the foreground; Ctrl-C stops it)."""
+    if auth_cache_s is not None and not auth:
+        raise UserError("only with --auth (it caches the basic-auth app's password checks)", key="--auth-cache-s")
     admin = _admin_credentials() if auth else None
     root = Path(store).resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -115,7 +130,7 @@ def server(store: str, host: str, port: int, auth: bool, allowed_hosts: str | No
     # environment says.
     env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     if admin:
-        env.update(_auth_env(root, *admin))
+        env.update(_auth_env(root, *admin, cache_s=AUTH_CACHE_DEFAULT_S if auth_cache_s is None else auth_cache_s))
     argv = server_command(root, host, port, auth=auth, allowed_hosts=allowed_hosts, workers=workers)
     shown = "0.0.0.0" if host in ("0.0.0.0", "::") else host
     click.echo(f"farm server: MLflow at http://{shown}:{port} (store {root}); nodes log with "

@@ -53,7 +53,16 @@ def test_basic_auth_server(auth_server, tmp_path):
     finally:
         restore_env()
     assert list((auth_server["store"] / "artifacts").rglob("engine.log"))  # stored by the server, over HTTP
-    assert oct((auth_server["store"] / "basic_auth.ini").stat().st_mode & 0o777) == "0o600"
+    ini = auth_server["store"] / "basic_auth.ini"
+    assert oct(ini.stat().st_mode & 0o777) == "0o600"
+    # MLflow's own reading of the config farm wrote: a checked login is trusted for a minute (no
+    # PBKDF2 check on each of a sweep's requests), a wrong one is checked every time (the 401 above)
+    from mlflow.server.auth.config import read_auth_config
+    restore_env = set_env({"MLFLOW_AUTH_CONFIG_PATH": str(ini)})
+    try:
+        assert read_auth_config().auth_cache_ttl_seconds == 60
+    finally:
+        restore_env()
     text = auth_server["log"].read_text()
     assert "--app-name basic-auth" in text and PASSWORD not in text
     # the server and its HTTP worker, without MLflow's job runner and its huey consumers (farm

@@ -412,6 +412,12 @@ BOUNDARY = [
     ("server-workers-zero", {}, ["server", "--workers", "0"], "--workers: expected a whole number from 1 to 64, got 0"),
     ("server-host-bad", {}, ["server", "--host", "my host"], "--host: 'my host' is not a host name or IP address (in 'my host')"),
     ("server-store-a-file", {"store": "x"}, ["server", "--store", "store"], "--store: store exists and is not a directory"),
+    ("server-auth-cache-without-auth", {}, ["server", "--auth-cache-s", "30"],
+     "--auth-cache-s: only with --auth (it caches the basic-auth app's password checks)"),
+    ("server-auth-cache-over-an-hour", {}, ["server", "--auth", "--auth-cache-s", "3601"],
+     "--auth-cache-s: expected a whole number from 0 to 3600, got 3601"),
+    ("server-auth-cache-negative", {}, ["server", "--auth", "--auth-cache-s", "-1"],
+     "--auth-cache-s: expected a whole number from 0 to 3600, got -1"),
 ]
 
 # Inputs that the property test (tests/unit/cli/test_fuzz_inputs.py) found failing, kept as explicit cases:
