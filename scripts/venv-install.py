@@ -8,8 +8,10 @@ engine's 87 s, most of it pip downloading and unpacking wheels one after another
 same versions and installs them, compiled to bytecode as pip does, in about 30 s each (measured
 here with an empty cache). uv does not read pip's configuration, and this
 project's machines keep torch's CPU build in a local wheel directory and cap torch by a constraints
-file, both in pip's configuration (`pip config list`: /etc/pip.conf, PIP_* variables). So the
-options uv needs are read from pip and passed on, and an install resolves as pip would resolve it.
+file, both in pip's configuration (`pip config list`: /etc/pip.conf, PIP_* variables). So what
+pip's configuration says about where packages come from (indexes, find-links, constraints,
+no-index, trusted hosts, the CA bundle) is read from pip and passed on, and an install resolves as
+pip would resolve it.
 
 uv is installed into VENV itself with pip (one wheel, about a second): no tool outside the venv
 is assumed. Where uv cannot be installed or fails, the same install runs with pip, and says so.
@@ -18,6 +20,7 @@ Only the standard library: this runs before any venv exists.
 from __future__ import annotations
 
 import ast
+import os
 import shlex
 import subprocess
 import sys
@@ -28,7 +31,8 @@ UV = "uv>=0.9,<1"
 # pip's configuration keys -> uv's flags. For `pip install`, a PIP_* variable overrides the
 # [install] section, which overrides [global]; pip takes each key from the first scope that has it.
 FLAGS = {"find-links": "--find-links", "extra-index-url": "--extra-index-url",
-         "constraint": "--constraint", "index-url": "--index-url"}
+         "constraint": "--constraint", "index-url": "--index-url", "trusted-host": "--allow-insecure-host"}
+SWITCHES = {"no-index": "--no-index"}  # pip's booleans: on for 1, true, yes, on
 SCOPES = (":env:", "install", "global")
 
 
@@ -53,7 +57,7 @@ def uv_options(entries: list[tuple[str, str, str]]) -> list[str]:
     """uv flags for what pip's configuration says about where `pip install` takes packages from."""
     chosen: dict[str, tuple[int, str]] = {}
     for scope, key, value in entries:
-        if key in FLAGS and scope in SCOPES:
+        if (key in FLAGS or key in SWITCHES) and scope in SCOPES:
             rank = SCOPES.index(scope)
             if key not in chosen or rank < chosen[key][0]:
                 chosen[key] = (rank, value)
@@ -62,11 +66,23 @@ def uv_options(entries: list[tuple[str, str, str]]) -> list[str]:
         if key in chosen:
             for item in chosen[key][1].split():  # pip's lists are whitespace-separated
                 options += [flag, item]
+    for key, flag in SWITCHES.items():
+        if key in chosen and chosen[key][1].strip().lower() in ("1", "true", "yes", "on"):
+            options.append(flag)
     return options
 
 
-def run(cmd: list[str]) -> int:
-    return subprocess.run(cmd, check=False).returncode
+def uv_env(entries: list[tuple[str, str, str]]) -> dict[str, str]:
+    """pip's `cert` (a CA bundle) is uv's SSL_CERT_FILE, unless the environment already names one."""
+    env = dict(os.environ)
+    certs = sorted((SCOPES.index(scope), value) for scope, key, value in entries if key == "cert" and scope in SCOPES)
+    if certs and "SSL_CERT_FILE" not in env:
+        env["SSL_CERT_FILE"] = certs[0][1]
+    return env
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None) -> int:
+    return subprocess.run(cmd, check=False, env=env).returncode
 
 
 def main(argv: list[str]) -> int:
@@ -85,10 +101,10 @@ def main(argv: list[str]) -> int:
         # And pip compiles every module to bytecode as it installs; uv only when asked. Without it a
         # machine with PYTHONDONTWRITEBYTECODE=1 (this one) compiles Ray's, MLflow's and torch's
         # imports again in every process: a clean clone's unit tests ran markedly slower.
+        config = pip_config(py)
         cmd = [str(uv), "pip", "install", "-q", "--compile-bytecode", "--python", py,
-               "--index-strategy", "unsafe-best-match",
-               *uv_options(pip_config(py)), *requirements]
-        if run(cmd) == 0:
+               "--index-strategy", "unsafe-best-match", *uv_options(config), *requirements]
+        if run(cmd, uv_env(config)) == 0:
             return 0
         print(f"venv-install: uv failed ({shlex.join(cmd)}); installing with pip", file=sys.stderr)
     else:

@@ -66,6 +66,7 @@ def test_each_key_comes_from_the_scope_pip_itself_would_use(tmp_path, monkeypatc
                    "extra-index-url = https://a.example/simple https://b.example/simple\n"
                    "constraint = /global/constraints.txt\n"
                    "[install]\nconstraint = /install/constraints.txt\n"
+                   "trusted-host = mirror.internal\n"
                    "[freeze]\nfind-links = /not/for/install\n",
                    PIP_INDEX_URL="https://env.example/simple", PIP_FIND_LINKS="/wheels/one /wheels/two")
     for key, value in env.items():
@@ -80,6 +81,10 @@ def test_each_key_comes_from_the_scope_pip_itself_would_use(tmp_path, monkeypatc
     assert ("--constraint", "/install/constraints.txt") in pairs
     assert ("--constraint", "/global/constraints.txt") not in pairs
     assert [v for f, v in pairs if f == "--find-links"] == ["/wheels/one", "/wheels/two"]
+    assert ("--allow-insecure-host", "mirror.internal") in pairs
+    assert "--no-index" not in options
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip's switch: nothing from any index, uv's too
+    assert "--no-index" in vi.uv_options(vi.pip_config(sys.executable))
 
 
 def _index(root: Path, version: str) -> str:
