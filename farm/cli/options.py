@@ -29,14 +29,17 @@ class Checked(click.ParamType):
         return self._reader(value, option=option)
 
 
-def _count(high: int):
+def _whole(low: int, high: int):
     def read(value: str, *, option: str) -> int:
-        return inputs.whole_number(value, option=option, low=1, high=high)
+        return inputs.whole_number(value, option=option, low=low, high=high)
     return read
 
 
-def _port(value: str, *, option: str) -> int:
-    return inputs.whole_number(value, option=option, low=1, high=65535)
+def _count(high: int):
+    return _whole(1, high)
+
+
+_port = _whole(1, 65535)
 
 
 TRACKING_URI = Checked("tracking_uri", inputs.tracking_uri)
@@ -51,7 +54,7 @@ GPU_HOURS = Checked("gpu_hours", inputs.gpu_hours)
 RUNS = Checked("runs", _count(inputs.MAX_RUNS))
 WORKERS = Checked("workers", _count(64))
 # `farm server --auth-cache-s`: 0 (MLflow's default: every request checks the password hash) to an hour
-AUTH_CACHE_S = Checked("auth_cache_s", lambda value, *, option: inputs.whole_number(value, option=option, low=0, high=3600))
+AUTH_CACHE_S = Checked("auth_cache_s", _whole(0, 3600))
 PORT = Checked("port", _port)
 DIRECTORY = Checked("directory", inputs.output_directory)
 # --workdir: a path on the nodes (checked here only where the sweep runs on this machine)

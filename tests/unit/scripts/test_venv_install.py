@@ -69,10 +69,10 @@ def test_each_key_comes_from_the_scope_pip_itself_would_use(tmp_path, monkeypatc
                    "trusted-host = mirror.internal\n"
                    "[freeze]\nfind-links = /not/for/install\n",
                    PIP_INDEX_URL="https://env.example/simple", PIP_FIND_LINKS="/wheels/one /wheels/two")
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    for key in [k for k in os.environ if k.startswith("PIP_") and k not in env]:
+    for key in [k for k in os.environ if k.startswith("PIP_")]:
         monkeypatch.delenv(key)
+    for key in [k for k in env if k.startswith("PIP_")]:
+        monkeypatch.setenv(key, env[key])
     options = vi.uv_options(vi.pip_config(sys.executable))
     pairs = list(zip(options[::2], options[1::2]))
     assert ("--index-url", "https://env.example/simple") in pairs
