@@ -24,12 +24,7 @@ import traceback
 
 # Settings guidellm reads at import time: few workers on small machines, a short start delay.
 os.environ.setdefault("GUIDELLM__MAX_WORKER_PROCESSES", "2")
-# The delay runs from after its workers are up (their start barrier) to the run's first request: the
-# time they have to take the first requests off the queue. A benchmark's clock starts at its first
-# request's actual start (guidellm's start_requests_time), so a late first request is not counted as
-# idle time. bench/overhead.py, smoke study, 1 in flight: client overhead a run (median) 0.52-0.53 s
-# at 0.2 -> 0.38 s at 0.05.
-os.environ.setdefault("GUIDELLM__SCHEDULER_START_DELAY_NON_DISTRIBUTED", "0.05")
+os.environ.setdefault("GUIDELLM__SCHEDULER_START_DELAY_NON_DISTRIBUTED", "0.2")
 # How often guidellm's scheduler looks at its barriers, events and queues (0.1 s by its default).
 # A run's start (the workers' barrier) and end (shutdown event, queues drained, workers joined)
 # each wait out a poll; a request's own path is a blocking get, not a poll, so what is measured
