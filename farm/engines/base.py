@@ -25,11 +25,14 @@ SECRET_MASK = "***"
 
 @dataclass(frozen=True)
 class FailurePattern:
-    """A log line pattern that tells why an engine failed."""
+    """A log line pattern that tells why an engine failed. A `wrapper` pattern is the engine's own
+    "failed, see above" line: the cause is the first exception the log names before it, which
+    the failure line then shows instead of the wrapper's words."""
 
     pattern: str
     status: str
     reason: str
+    wrapper: bool = False
 
     def search(self, text: str) -> re.Match | None:
         return re.search(self.pattern, text, re.MULTILINE)
@@ -40,6 +43,20 @@ class Failure:
     status: str
     reason: str
     line: str
+
+
+# "... ERROR 12-06 02:15:26 [core.py:1136] ValueError: max_num_seqs (2048) exceeds ...": the
+# exception's name and message, whatever the engine's log prefix.
+# The name must open the line or follow the log's own prefix ("[file.py:N] ", "(Proc pid=N) "), so
+# an exception quoted inside a warning's text is not taken for one raised.
+_EXCEPTION_LINE = re.compile(r"^(?:.*?(?:\] |\) ))?((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (\S.*)$",
+                             re.MULTILINE)
+
+
+def first_exception(log_text: str) -> str | None:
+    """The first `SomeError: message` line of a log, from the exception's name on; None if none."""
+    m = _EXCEPTION_LINE.search(log_text)
+    return f"{m.group(1)}: {m.group(2).strip()}" if m else None
 
 
 def render_flag(name: str, value: Any) -> list[str]:
@@ -476,7 +493,20 @@ class Engine:
                 line_start = log_text.rfind("\n", 0, match.start()) + 1
                 line_end = log_text.find("\n", match.end())
                 line = log_text[line_start: line_end if line_end >= 0 else None].strip()
+                if fp.wrapper:
+                    line = first_exception(log_text[:line_start]) or line
                 return Failure(fp.status, fp.reason, line[:500])
+        return None
+
+    def named_limits(self, log_text: str) -> dict[str, int]:
+        """Limits the engine named when it refused to start (`running_requests_limit`: the most
+        requests at once it would have taken; `state_blocks`: its hybrid model's state blocks), from
+        its log; {} where it named none. A search repairs a command that cannot start with them."""
+        return {}
+
+    def default_running_requests(self, flags: Mapping[str, Any], gpu_bytes: int) -> int | None:
+        """Requests at once the engine allows when the flags name no limit, on a GPU of `gpu_bytes`;
+        None where farm does not know the engine's default."""
         return None
 
 

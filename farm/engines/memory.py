@@ -44,6 +44,8 @@ class MemorySettings(_Strict):
                                     "--max-running-requests with the radix cache off); None: sized from memory.")
     state_slots_per_request: int = Field(default=1, description="State slots one running request holds (SGLang keeps "
                                          "extra copies for its radix cache).")
+    full_cuda_graphs: bool = Field(default=True, description="Whether the engine captures FULL decode CUDA graphs "
+                                   "(vLLM: each running request then needs a state block of its own).")
 
 
 class MemoryReserve(_Strict):
@@ -65,6 +67,11 @@ class MemoryReserve(_Strict):
     running_requests_per_context: float | None = Field(default=None, description="static: requests at once by default per "
                                                        "context length of KV-cache tokens...")
     running_requests_bounds: tuple[int, int] | None = Field(default=None, description="...clamped to (fewest, most).")
+    state_in_kv_blocks: bool = Field(default=False, description="total budget, hybrid model: the linear-attention state "
+                                     "lives in the KV pool's blocks (vLLM's hybrid allocator: one block per running "
+                                     "request and state group; with FULL CUDA graphs at most one running request a block).")
+    kv_block_alignment: int = Field(default=16, description="state_in_kv_blocks: the attention block size is a multiple "
+                                    "of this, grown until an attention page holds one state page.")
     calibration: str = Field(default="", description="Which measurements the numbers come from.")
 
 

@@ -21,6 +21,7 @@ Knobs in vLLM's terms (KNOB_RENDERERS below), and what is particular about them:
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import PurePosixPath
 from typing import Any, ClassVar, Mapping
@@ -205,6 +206,11 @@ class VLLMEngine(Engine):
                        "this CPU cannot hold an FP8 KV cache"),
         FailurePattern(r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len",
                        "invalid_flags", "max-model-len is longer than the model supports"),
+        # A hybrid model's state blocks (vLLM 0.20.2, vllm/config/compilation.py): with FULL CUDA
+        # graphs every running request holds one Mamba cache block, so max_num_seqs above the
+        # blocks the KV pool got refuses the start (seen on an H100, bench/h100/from-seed/).
+        FailurePattern(r"max_num_seqs \(\d+\) exceeds available Mamba cache blocks \(\d+\)", "oom",
+                       "too few state (Mamba cache) blocks for max-num-seqs"),
         FailurePattern(r"(To serve at least one request with the models?'s max seq len \(\d+\).*larger than the "
                        r"available KV cache memory|max seq len \(\d+\) is larger than the maximum number of tokens "
                        r"that can be stored in KV cache|No available memory for the cache blocks)", "oom",
@@ -215,7 +221,7 @@ class VLLMEngine(Engine):
                        "CUDA out of memory"),
         FailurePattern(r"([Aa]ddress already in use|EADDRINUSE)", "port_in_use", "a port was already taken"),
         FailurePattern(r"Engine core initialization failed", "engine_failed_to_start",
-                       "the engine core failed to initialize"),
+                       "the engine core failed to initialize", wrapper=True),
         FailurePattern(r"(Worker proc \S+ died unexpectedly|EngineDeadError|EngineCore encountered a fatal error)",
                        "engine_crashed", "the engine worker died"),
     ]
@@ -229,6 +235,7 @@ class VLLMEngine(Engine):
     memory_reserve = MemoryReserve(
         default_gpu_memory_utilization=0.92, default_batched_tokens=8192, reserve_base_gib=1.932,
         reserve_per_batched_token_bytes=505_940, hybrid_kv_overhead=1.12820, hybrid_prefix_caching_overhead=1.0855,
+        state_in_kv_blocks=True, kv_block_alignment=16,
         calibration="vLLM 0.20.2 on one H200: three starts of Qwen3.5-35B-A3B's shape (bf16, fp8, fp8 + prefix "
                     "caching + performance mode throughput), bench/h200/engine-logs/")
 
@@ -248,7 +255,31 @@ class VLLMEngine(Engine):
             max_batched_tokens=int(batched) if batched else None,
             max_model_len=int(flags["max-model-len"]) if flags.get("max-model-len") else None,
             prefix_caching=bool(flags.get("enable-prefix-caching")),
-            speculative_mtp=isinstance(spec, dict) and "mtp" in str(spec.get("method", "")))
+            speculative_mtp=isinstance(spec, dict) and "mtp" in str(spec.get("method", "")),
+            max_running_requests=int(flags["max-num-seqs"]) if flags.get("max-num-seqs") else None,
+            # FULL decode CUDA graphs (vLLM's default FULL_AND_PIECEWISE) hold one state block per
+            # running request; eager mode, or a compilation config that names another mode, does not.
+            full_cuda_graphs=not flags.get("enforce-eager") and "FULL" in _cudagraph_mode(flags))
+
+    def default_running_requests(self, flags: Mapping[str, Any], gpu_bytes: int) -> int | None:
+        # vllm/engine/arg_utils.py get_batch_defaults (0.10-0.20.2), `vllm serve`: 1024 sequences on
+        # a GPU of at least 70 GiB other than an A100 (farm names GPUs by memory here, so an A100
+        # 80GB is taken as the larger branch: not a case farm has measured), else 256; performance
+        # mode throughput doubles it.
+        if flags.get("max-num-seqs") is not None:
+            return int(flags["max-num-seqs"])
+        base = 1024 if gpu_bytes >= 70 * 1024 ** 3 else 256
+        return base * (2 if flags.get("performance-mode") == "throughput" else 1)
+
+    def named_limits(self, log_text: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        m = _first(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)", log_text)
+        if m:
+            out["state_blocks"] = int(m.group(2))
+        m = _first(r"Please lower max_num_seqs to at most (\d+)", log_text)
+        if m:
+            out["running_requests_limit"] = int(m.group(1))
+        return out
 
     def gpus(self, flags: dict[str, Any]) -> int:
         return (_int_flag(flags, "tensor-parallel-size", "tp")
@@ -404,6 +435,19 @@ class VLLMEngine(Engine):
             out["cuda_graph"] = not ((eager and eager.group(1) == "True") or (mode and mode.group(1) == "NONE")
                                      or (m and not out["cuda_graph_sizes"]))
         return out
+
+
+def _cudagraph_mode(flags: Mapping[str, Any]) -> str:
+    """The CUDA-graph mode a compilation config names (upper case), else vLLM's default
+    FULL_AND_PIECEWISE."""
+    config = flags.get("compilation-config")
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            config = None
+    mode = config.get("cudagraph_mode") if isinstance(config, dict) else None
+    return str(mode).upper() if mode is not None else "FULL_AND_PIECEWISE"
 
 
 def _non_default_args(log_text: str) -> dict[str, Any]:

@@ -61,9 +61,12 @@ def fit_line(p: FitPrediction | NoPrediction | None) -> str:
         return f"memory: not predicted: {p.reason}"
     if not p.fits:
         return f"memory: pruned: does not fit: {p.reason}"
-    if p.state_slots is None and p.max_running_requests is None:
-        return (f"memory: fits, ~{p.kv_cache_tokens:,} KV-cache tokens predicted (per GPU: weights {p.weights_gib} GiB, "
-                f"reserve {p.reserve_gib} GiB, KV cache {p.kv_cache_gib} GiB of {p.usable_gib} GiB)")
+    if not p.static:
+        # a hybrid model's state blocks (vLLM) beside the requests at once they must hold
+        blocks = (f", ~{p.state_slots:,} state blocks for {p.max_running_requests:,} requests at once"
+                  if p.state_slots is not None and p.max_running_requests is not None else "")
+        return (f"memory: fits, ~{p.kv_cache_tokens:,} KV-cache tokens predicted{blocks} (per GPU: weights "
+                f"{p.weights_gib} GiB, reserve {p.reserve_gib} GiB, KV cache {p.kv_cache_gib} GiB of {p.usable_gib} GiB)")
     # A static budget (SGLang): the pools are weights' remainder, split between state slots and KV cache.
     state = f"state {p.state_cache_gib} GiB ({p.state_slots:,} slots), " if p.state_slots is not None else ""
     running = f", at most {p.max_running_requests:,} requests at once" if p.max_running_requests is not None else ""

