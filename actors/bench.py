@@ -294,6 +294,8 @@ class TrialRunner:
                                            fatal=self.engine.classify)
         except EngineExited as exc:
             result.status, result.reason = self._engine_failure(Status.engine_failed_to_start, str(exc))
+            # the limits its refusal named (a search repairs the command with them)
+            result.engine_reported.update(self.engine.named_limits(tail(self.dir / "engine.log", 400, 512_000)))
             return
         except ReadyTimeout as exc:
             result.status, result.reason = self._engine_failure(Status.engine_failed_to_start, str(exc))

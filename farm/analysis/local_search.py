@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -104,6 +104,30 @@ class Neighbour(_Strict):
     axis: str = Field(description="The coordinate it changes (`knob:<name>`, `--<flag>`, model, engine).")
     value: Any = Field(description="Its value there.")
     was: Any = Field(default=None, description="The incumbent's value there.")
+
+
+class Repair(_Strict):
+    """A trial that cannot start here, and the nearest configuration that does: the same
+    coordinates with its requests at once capped at the limit the engine named (after a failed
+    start) or the memory-fit model predicts (before any GPU time). The search races the repaired
+    trial in the original's place; the report labels it farm's repair."""
+
+    trial: str = Field(description="The trial as given (the user's command, where it is the start).")
+    repaired: str = Field(description="The repaired trial's id.")
+    knob: str = "max_running_requests"
+    value: int = Field(description="The knob's value in the repair.")
+    source: Literal["engine", "predicted"] = Field(description="engine: the limit its failed start named; predicted: "
+                                                   "the memory-fit model's, before any start.")
+    cause: str = Field(description="Why the trial as given does not start.")
+    gpu: str | None = Field(default=None, description="The GPU model it does not start on.")
+
+
+def start_failure_text(r: Repair, labels: Mapping[str, str] | None = None) -> str:
+    """'your command does not start on H100: <cause>' and what farm searched from instead."""
+    on = f" on {r.gpu}" if r.gpu else ""
+    how = "its start failed" if r.source == "engine" else "predicted before any start"
+    return (f"does not start{on} ({how}): {r.cause}; farm's repair: {r.knob} = {r.value:,}"
+            + (f" ({(labels or {}).get(r.repaired, r.repaired)})" if labels else ""))
 
 
 def neighbours(incumbent: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, Any]]) -> list[Neighbour]:
@@ -206,9 +230,13 @@ class SearchPlan(_Strict):
 
     start: str
     incumbent: str
+    given_start: str | None = Field(default=None, description="The start as the user gave it, where it could not "
+                                    "start and `start` is farm's repair of it.")
+    repairs: list[Repair] = Field(default_factory=list, description="Trials raced in a repaired form (the start among them).")
     steps: list[Step] = Field(default_factory=list)
     done: bool = False
-    stop: str | None = Field(default=None, description="converged, budget or failed, once the search is over.")
+    stop: str | None = Field(default=None, description="converged, budget, failed, or start_fails (the start cannot "
+                             "start and the study asks for no repair), once the search is over.")
     reason: str = ""
     rung: Rung | None = Field(default=None, description="What the next jobs run.")
     trials: list[str] = Field(default_factory=list, description="Trial ids of the next jobs.")
@@ -276,18 +304,30 @@ def _held_gpu_hours(results: Sequence[TrialResult], index: int | None = None) ->
 def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, Any]],
          results: Sequence[TrialResult], *, primary: str, requests: Mapping[str, int], profiles: Sequence[str],
          budget_gpu_hours: float | None, trial_estimate_gpu_hours: Mapping[str, float],
-         min_success_rate: float = 0.0) -> SearchPlan:
+         min_success_rate: float = 0.0, repairs: Sequence[Repair] = (), repair_start: bool = True) -> SearchPlan:
     """The search so far, replayed from `results`, and what to run next (see the module docstring).
 
     `trial_estimate_gpu_hours(kind)`: the cost of one trial's job in a step ("step") and in the
-    final comparison ("final"), before anything measured it (the grid estimate's durations)."""
+    final comparison ("final"), before anything measured it (the grid estimate's durations).
+    `repairs`: trials raced in a repaired form, already in `trials` and `coords` under the repaired
+    id; where the start is one of them, `start` is the user's and the search starts from the
+    repair, or stops at once with why when `repair_start` is off."""
     by_id = {t.id: t for t in trials}
+    given, fixed = start, next((r for r in repairs if r.trial == start), None)
+    spent = _held_gpu_hours(results)
+    if fixed is not None and not repair_start:
+        return _with_spend(SearchPlan(start=start, incumbent=start, repairs=list(repairs), done=True, stop="start_fails",
+                                      budget_gpu_hours=budget_gpu_hours, spent_gpu_hours=spent,
+                                      reason=f"your command {start_failure_text(fixed)}; the study asks for no repair "
+                                             f"(repair_start: false), so the search stops here"), results)
+    if fixed is not None:
+        start = fixed.repaired
     incumbent, raced = start, {start}
     steps: list[Step] = []
     pending_combination: str | None = None
     index = 1
-    spent = _held_gpu_hours(results)
-    p = SearchPlan(start=start, incumbent=start, budget_gpu_hours=budget_gpu_hours, spent_gpu_hours=spent)
+    p = SearchPlan(start=start, incumbent=start, budget_gpu_hours=budget_gpu_hours, spent_gpu_hours=spent,
+                   given_start=given if fixed is not None else None, repairs=list(repairs))
     stop, reason = None, ""
     while True:
         rung = step_rung(index, primary, requests[primary])
@@ -319,6 +359,14 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
         step = Step(index=index, incumbent=incumbent, race=race, alpha=rung.alpha, combination=pending_combination,
                     unraced=unraced)
         ran = _ran(results, index)
+        if incumbent in ran and not set(race) <= ran:
+            # The incumbent runs first (farm/run/local_search.py): if it measured nothing usable, its
+            # neighbours are not raced against it.
+            usable = len(samples_of(results, rung, min_success_rate).get(incumbent, []))
+            if usable < 2:
+                steps.append(step.model_copy(update={"incumbent_runs": usable, "outcome": "failed"}))
+                stop, reason = "failed", f"step {index}: the incumbent gave {usable} usable run(s){_why(results, incumbent)}"
+                break
         if not set(race) <= ran:
             # Not measured (or only in part): the next jobs.
             todo = [t for t in race if t not in ran]
@@ -336,7 +384,8 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
         if step.incumbent_runs < 2:
             step = step.model_copy(update={"outcome": "failed"})
             steps.append(step)
-            stop, reason = "failed", f"step {index}: the incumbent gave {step.incumbent_runs} usable run(s)"
+            stop, reason = "failed", (f"step {index}: the incumbent gave {step.incumbent_runs} usable run(s)"
+                                      f"{_why(results, incumbent)}")
             break
         winners = sorted((j for j in step.judged if j.better), key=lambda j: -(j.relative_pct or 0))
         if not winners and step.unraced:
@@ -360,7 +409,8 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
     p = p.model_copy(update={"steps": steps, "incumbent": incumbent, "stop": stop})
     # The final comparison: the start against the pick on every profile, unless they are one.
     if incumbent == start:
-        return _with_spend(p.model_copy(update={"done": True, "reason": reason + "; nothing beat the start"}), results)
+        tail = "" if stop == "failed" else "; nothing beat the start"
+        return _with_spend(p.model_copy(update={"done": True, "reason": reason + tail}), results)
     final = final_rung(max(s.index for s in steps) + 1, profiles, primary, requests)
     ran = _ran(results, final.index)
     todo = [t for t in (start, incumbent) if t not in ran]
@@ -370,6 +420,12 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
                                                 "estimate_gpu_hours": estimate, "reason": reason + (
             f"; the final comparison: the start against {incumbent} on every profile")}), results)
     return _with_spend(p.model_copy(update={"done": True, "final": True, "rung": final, "reason": reason}), results)
+
+
+def _why(results: Sequence[TrialResult], trial: str) -> str:
+    """': <status>: <reason>' of a trial that ended without a measurement, for the stop's reason."""
+    failed = [r for r in results if r.trial.id == trial and r.status != Status.ok]
+    return f" ({failed[-1].status.value}: {failed[-1].reason})" if failed and failed[-1].reason else ""
 
 
 def _per_trial_cost(results: Sequence[TrialResult], indexes: Sequence[int], prior: float) -> float:
@@ -468,6 +524,9 @@ def path_lines(p: SearchPlan, labels: Mapping[str, str] | None = None) -> list[s
     budget = "no budget" if p.budget_gpu_hours is None else f"budget {p.budget_gpu_hours:g} GPU-hours"
     out = [f"local search from {name(p.start)} ({budget}, {p.spent_gpu_hours:.3f} GPU-hours spent: "
            + ", ".join(f"{k} {v:.3f}" for k, v in p.spent_by_phase.items()) + ")"]
+    for r in p.repairs:
+        who = "your command" if r.trial == (p.given_start or p.start) else name(r.trial)
+        out.append(f"  {who} {start_failure_text(r)}" + (f"; raced as {name(r.repaired)}" if r.trial != r.repaired else ""))
     for s in p.steps:
         head = f"  step {s.index} (alpha {s.alpha:.3g}, Holm over {len(s.race) - 1}): {name(s.incumbent)} ({s.incumbent_runs} runs)"
         out.append(head + {"moved": f" -> moved to {name(s.moved_to or '')}", "converged": " -> stays: converged",
@@ -477,8 +536,14 @@ def path_lines(p: SearchPlan, labels: Mapping[str, str] | None = None) -> list[s
             out.append(f"    not raced (budget): {', '.join(name(t) for t in s.unraced)}")
     if p.done:
         ended = {"converged": "no neighbour is significantly better", "budget": "the budget ran out",
-                 "failed": "a step measured nothing usable"}.get(p.stop or "", p.stop or "")
-        verdict = ("nothing beat the start: it is the answer" if p.incumbent == p.start else
-                   f"farm's pick: {name(p.incumbent)}")
+                 "failed": "a step measured nothing usable",
+                 "start_fails": "your command does not start here"}.get(p.stop or "", p.stop or "")
+        if p.stop == "start_fails" or (p.stop == "failed" and len(p.steps) == 1 and p.incumbent == p.start):
+            verdict = "no answer: the start measured nothing"
+        elif p.incumbent == p.start:
+            verdict = ("nothing beat the start: it is the answer" if p.given_start is None else
+                       f"nothing beat farm's repair of your command ({name(p.start)}): it is the answer")
+        else:
+            verdict = f"farm's pick: {name(p.incumbent)}"
         out.append(f"  ended: {ended} ({p.reason}); {verdict}")
     return out

@@ -42,7 +42,11 @@ class MockEngine(Engine):
                        "invalid_flags", "mock-server rejected its arguments"),
         FailurePattern(r"(address already in use|Errno 98)", "port_in_use", "the port was already taken"),
         FailurePattern(r"^(MemoryError|.*Cannot allocate memory)", "oom", "out of memory"),
+        FailurePattern(r"exceeds the state blocks \(\d+\)", "oom", "too few state blocks for the requests at once"),
     ]
+
+    # No admission limit asked: every request at once, which no count of state blocks holds.
+    UNLIMITED: ClassVar[int] = 1_000_000
 
     # Not a mock-server flag: the GPUs a mock trial asks Ray for, standing in for a GPU engine's
     # tensor x data parallel size, so placement and GPU accounting run for real on machines
@@ -64,11 +68,16 @@ class MockEngine(Engine):
     # cap --max-running-requests): asked for more, the mock runs `slots` at once and its log says so
     # (`farm mock: max_running_requests=N`), as a real engine's start log does.
     slots_flag: ClassVar[str] = "slots"
+    # Not a mock-server flag: a hybrid model's state blocks as vLLM holds them. Asked for more requests
+    # at once (`admission-limit`, or no limit at all), the mock refuses to start and its log names the
+    # most it would take, as vLLM's does; a search repairs the command from that line.
+    state_blocks_flag: ClassVar[str] = "state-blocks"
     knob_renderers = {"max_running_requests": lambda n, k: {"admission-limit": n}}
     farm_flags: ClassVar[frozenset[str]] = frozenset({"gpus", "admission-limit", "slots", "start-s", "warm-start-s",
-                                                       "graph"})
+                                                       "graph", "state-blocks"})
     # What farm reads of them, and the latencies that make a mock configuration better or worse.
     flag_types = {"gpus": NON_NEGATIVE_INT, "admission-limit": POSITIVE_INT, "slots": POSITIVE_INT,
+                  "state-blocks": POSITIVE_INT,
                   "start-s": NON_NEGATIVE_NUMBER,
                   "warm-start-s": NON_NEGATIVE_NUMBER, "ttft-ms": NON_NEGATIVE_NUMBER, "itl-ms": NON_NEGATIVE_NUMBER,
                   "max-concurrent-requests": POSITIVE_INT}
@@ -86,13 +95,17 @@ class MockEngine(Engine):
     def _admission(self, flags: Mapping[str, Any]) -> int | None:
         """Requests at once: what `admission-limit` asks, capped by `slots`; None: no gate."""
         asked, slots = self._whole(flags, self.admission_flag), self._whole(flags, self.slots_flag)
+        if asked is None and self._whole(flags, self.state_blocks_flag) is not None:
+            asked = self.UNLIMITED
         if slots is None:
             return asked
         return slots if asked is None else min(asked, slots)
 
-    def _gate(self, limit: int, host: str, port: int | None, report: bool = False) -> list[str]:
+    def _gate(self, limit: int, host: str, port: int | None, report: bool = False,
+              blocks: int | None = None) -> list[str]:
         listen = ["--listen-host", host] + (["--listen-port", str(port)] if port is not None else [])
-        return [sys.executable, _GATE, "--limit", str(limit), *listen, *(["--report"] if report else []), "--"]
+        state = ["--state-blocks", str(blocks)] if blocks is not None else []
+        return [sys.executable, _GATE, "--limit", str(limit), *state, *listen, *(["--report"] if report else []), "--"]
 
     def _server_command(self, spec: EngineSpec, trial: Trial, *, port: int, host: str | None,
                         gpu_ids: Sequence[str] | None) -> list[str]:
@@ -100,7 +113,8 @@ class MockEngine(Engine):
         if limit is None:
             return super().command(spec, trial, port=port, host=host, gpu_ids=gpu_ids)
         # The gate listens on the trial's port and starts the server on one of its own.
-        return (self._gate(limit, host or spec.host, port, self.slots_flag in trial.all_flags)
+        return (self._gate(limit, host or spec.host, port, self.slots_flag in trial.all_flags,
+                           self._whole(trial.all_flags, self.state_blocks_flag))
                 + self.launcher(spec) + self.serve_args(trial))
 
     def serve_command_of(self, spec: EngineSpec, model: str, flags: Mapping[str, Any], weights: str = "real") -> str:
@@ -108,7 +122,12 @@ class MockEngine(Engine):
         limit = self._admission(flags)
         if limit is None:
             return inner
-        return shlex.join(self._gate(limit, spec.host, None, self.slots_flag in flags)) + " " + inner
+        return shlex.join(self._gate(limit, spec.host, None, self.slots_flag in flags,
+                                     self._whole(flags, self.state_blocks_flag))) + " " + inner
+
+    def named_limits(self, log_text: str) -> dict[str, int]:
+        m = re.search(r"exceeds the state blocks \((\d+)\); lower it to at most (\d+)", log_text)
+        return {"state_blocks": int(m.group(1)), "running_requests_limit": int(m.group(2))} if m else {}
 
     def reported_capacity(self, log_text: str) -> dict[str, Any]:
         m = re.search(r"^farm mock: max_running_requests=(\d+)", log_text, re.M)
@@ -125,7 +144,7 @@ class MockEngine(Engine):
 
     def flag_args(self, model: str, flags: Mapping[str, Any], weights: str = "real") -> list[str]:
         # The mock server has no GPUs to be told of; it loads no weights either.
-        own = {self.gpus_flag, self.admission_flag, self.slots_flag, *self.start_flags}
+        own = {self.gpus_flag, self.admission_flag, self.slots_flag, self.state_blocks_flag, *self.start_flags}
         return self.model_args(model) + render_flags({k: v for k, v in flags.items() if k not in own})
 
     def _launched(self, spec: EngineSpec, argv: list[str]) -> list[str]:

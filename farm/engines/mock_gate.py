@@ -1,6 +1,6 @@
 """An admission limit in front of `guidellm mock-server`: N requests served at once, the rest queued.
 
-    python mock_gate.py --limit N --listen-host H --listen-port P -- guidellm mock-server ARGS...
+    python mock_gate.py --limit N [--state-blocks B] --listen-host H --listen-port P -- guidellm mock-server ARGS...
 
 guidellm's mock-server releases its `--max-concurrent-requests` semaphore before a response's
 stream starts, so its latency does not grow with load. This gate does what a real engine's batch
@@ -121,9 +121,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--listen-host", default="127.0.0.1")
     parser.add_argument("--listen-port", type=int, required=True)
     parser.add_argument("--report", action="store_true", help="state the limit as an engine's start log does")
+    parser.add_argument("--state-blocks", type=int, default=None,
+                        help="refuse to start when more requests at once are asked for, naming the limit")
     args = parser.parse_args(argv[:cut])
     if args.limit < 1:
         parser.error("--limit must be at least 1")
+    if args.state_blocks is not None and args.limit > args.state_blocks:
+        # What vLLM does with a hybrid model whose state blocks are fewer than max_num_seqs: the
+        # start stops before serving, and the log names the most it would take.
+        print(f"farm mock: ValueError: max_running_requests ({args.limit}) exceeds the state blocks "
+              f"({args.state_blocks}); lower it to at most {args.state_blocks}", file=sys.stderr, flush=True)
+        return 1
     return asyncio.run(_serve(args, argv[cut + 1:]))
 
 

@@ -86,27 +86,100 @@ def estimates(study: Study, grid: str, trials: list[Trial], measured: MeasuredDu
     return {"step": step * gpus / 3600, "final": final * gpus / 3600}
 
 
-def raceable(study: Study, trials: list[Trial], start: str) -> list[Trial]:
+def raceable(study: Study, trials: list[Trial], start: str, keep: set[str] = frozenset()) -> list[Trial]:
     """The trials a search may race: not the ones whose numbers would mean nothing (speculative
-    decoding on dummy weights) or that the memory-fit model says cannot start; the start always."""
+    decoding on dummy weights) or that the memory-fit model says cannot start; the start always,
+    and `keep` (repairs at a limit the engine itself named: its word over the model's)."""
     from farm.analysis.outcome import trial_not_measurable
     from farm.run.memory import unfit_trials
 
     unfit = unfit_trials(study, trials)
     return [t for t in trials if t.id == start or not (
-        t.node_control_of or t.id in unfit
+        t.node_control_of or (t.id in unfit and t.id not in keep)
         or (study.dummy_output_dependent == "skip" and trial_not_measurable(t) is not None))]
+
+
+# What a failed start's log named (farm.engines.base.Engine.named_limits, kept in the trial's
+# engine_reported by its actor) that a repair caps.
+LIMIT_KEY = "running_requests_limit"
+REPAIR_KNOB = "max_running_requests"
+
+
+def repaired_trial(t: Trial, value: int) -> Trial | None:
+    """`t` with its requests at once capped at `value` (the engine renders the knob), under its own
+    id; None where the engine has no such knob."""
+    from farm.engines import get_engine
+    from farm.study.knobs import KnobError
+    from farm.study.trial import trial_id
+
+    try:
+        rendered = get_engine(t.engine).render_knobs({REPAIR_KNOB: value}, {})
+    except (KnobError, KeyError, ValueError):
+        return None
+    if not rendered:
+        return None
+    flags = {**t.flags, **rendered}
+    return t.model_copy(update={
+        "flags": flags, "knobs": {**t.knobs, REPAIR_KNOB: value},
+        "id": trial_id(t.engine, t.model, {**t.required_flags, **flags}, t.weights),
+        "name": f"{t.label} (repaired: {REPAIR_KNOB}={value})"})
+
+
+def repairs(study: Study, trials: list[Trial], results: list[TrialResult]) -> dict[str, tuple[ls.Repair, Trial]]:
+    """Trial id -> its repair, for the trials that cannot start here because of how many requests
+    they run at once: at the limit a failed start of it named (the engine's word), else at the
+    memory-fit model's prediction (before any GPU time)."""
+    from farm.run.memory import predictions
+
+    failed = {}
+    for r in results:
+        limit = r.engine_reported.get(LIMIT_KEY)
+        if r.status != Status.ok and isinstance(limit, int) and limit >= 1:
+            failed[r.trial.id] = (limit, f"{r.status.value}: {r.reason}")
+    fits = predictions(study, [t for t in trials if t.id not in failed])
+    out: dict[str, tuple[ls.Repair, Trial]] = {}
+    for t in trials:
+        gpu = study.engines[t.engine].accelerator_type if t.engine in study.engines else None
+        if t.id in failed:
+            value, cause, source = failed[t.id][0], failed[t.id][1], "engine"
+        else:
+            p = fits.get(t.id)
+            value = getattr(p, "repair_running_requests", None)
+            if p is None or p.fits or value is None:
+                continue
+            cause, source = p.reason, "predicted"
+        fixed = repaired_trial(t, value)
+        if fixed is not None:
+            out[t.id] = (ls.Repair(trial=t.id, repaired=fixed.id, value=value, source=source, cause=cause, gpu=gpu), fixed)
+    return out
 
 
 def plan_of(study: Study, grid: str, trials: list[Trial], start: str, results: list[TrialResult],
             measured: MeasuredDurations | None = None) -> ls.SearchPlan:
     profiles = study.grid_profiles(grid)
-    ranked = raceable(study, trials, start)
-    return ls.plan(start, ranked, ls.coordinates(ranked, knob_flags(ranked), effective_knobs(ranked)), results,
+    fixes = repairs(study, trials, results)
+    given = {t.id: t for t in trials}
+    swapped = [fixes[t.id][1] if t.id in fixes else t for t in trials]
+    original = {fixed.id: tid for tid, (_, fixed) in fixes.items()}
+    ranked = raceable(study, swapped, fixes[start][1].id if start in fixes else start,
+                      keep={r.repaired for r, _ in fixes.values() if r.source == "engine"})
+    # A repaired trial sits at its original's coordinates: it is that configuration, as it can run here.
+    originals = [given[original.get(t.id, t.id)] for t in ranked]
+    coords = ls.coordinates(originals, knob_flags(originals), effective_knobs(originals))
+    coords = {t.id: coords[original.get(t.id, t.id)] for t in ranked}
+    first = [t for t in ranked if t.id == (fixes[start][1].id if start in fixes else start)]
+    return ls.plan(start, ranked, coords, results,
                    primary=study.grid_primary_profile(grid), requests={p: study.profiles[p].requests for p in profiles},
                    profiles=profiles, budget_gpu_hours=study.budget_gpu_hours,
-                   trial_estimate_gpu_hours=estimates(study, grid, [t for t in ranked if t.id == start], measured),
-                   min_success_rate=study.min_success_rate)
+                   trial_estimate_gpu_hours=estimates(study, grid, first, measured),
+                   min_success_rate=study.min_success_rate,
+                   repairs=[r for r, _ in fixes.values() if r.repaired in {t.id for t in ranked}],
+                   repair_start=getattr(study, "repair_start", True))
+
+
+def search_trials(study: Study, trials: list[Trial], results: list[TrialResult]) -> list[Trial]:
+    """The grid's trials and the repaired ones the search may race (a job needs its trial)."""
+    return trials + [fixed for _, fixed in repairs(study, trials, results).values()]
 
 
 def rung_study(study: Study, rung: Rung) -> Study:
@@ -122,7 +195,6 @@ def run_local(study: Study, grid: str, trials: list[Trial], *, start: str, track
               on_step: Callable[[ls.SearchPlan], None] = lambda p: None,
               measured: MeasuredDurations | None = None) -> ls.SearchPlan:
     """Step after step until the planner says done; returns its last plan."""
-    by_id = {t.id: t for t in trials}
     c = tracking.client(tracking_uri)
     c.set_tag(sweep_id, STRATEGY_TAG, "local")
     c.set_tag(sweep_id, BUDGET_TAG, "" if study.budget_gpu_hours is None else repr(float(study.budget_gpu_hours)))
@@ -136,9 +208,15 @@ def run_local(study: Study, grid: str, trials: list[Trial], *, start: str, track
             return p
         rung = p.rung
         assert rung is not None
+        by_id = {t.id: t for t in search_trials(study, trials, stored)}
         previous = {r.trial.id: r for r in stored}
         run_ids = tracking.trial_run_ids(tracking_uri, sweep_id)
-        jobs = [make_job(by_id[t], rung) for t in p.trials]
+        todo = p.trials
+        if not p.final and todo and todo[0] == p.incumbent and not _ever_measured(stored, p.incumbent):
+            # A start not yet seen to serve runs alone first: if it cannot start, no neighbour is
+            # raced against it (the next plan repairs it, or says why the search stops).
+            todo = todo[:1]
+        jobs = [make_job(by_id[t], rung) for t in todo]
         done: list[str] = []  # the trials of this step stored so far
 
         def store(new: TrialResult, rung: Rung = rung) -> None:
@@ -166,6 +244,10 @@ def run_local(study: Study, grid: str, trials: list[Trial], *, start: str, track
             on_step(stop)
             _record(tracking_uri, sweep_id, stop)
             return stop
+
+
+def _ever_measured(results: list[TrialResult], trial: str) -> bool:
+    return any(r.trial.id == trial and any(run.status == Status.ok for run in r.runs) for r in results)
 
 
 def _record(uri: str, sweep_id: str, p: ls.SearchPlan) -> None:

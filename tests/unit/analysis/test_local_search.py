@@ -171,3 +171,55 @@ def test_a_capacity_profile_in_the_final_comparison_is_no_throughput_delta():
 
     text = "\n".join(local_search_lines(LocalSearchNote(sweep_id="s", plan=p, final=list(rows.values()), labels={})))
     assert "Holm over 1 profiles" in text and "gen: a capacity search" in text and "-" not in text.split("gen:")[1][:40]
+
+
+# --------------------------------------------------------------------------------------
+# a start that cannot start: repaired, or the search stops with why
+
+
+def _repair(trial: str, repaired: str, source: str = "predicted") -> ls.Repair:
+    return ls.Repair(trial=trial, repaired=repaired, value=1463, source=source, gpu="H100",
+                     cause="2,048 requests at once (max_num_seqs) exceed the ~1,509 state blocks")
+
+
+def _with_repaired(trials: list[Trial], original: str, repaired: str) -> tuple[list[Trial], dict]:
+    """The grid with `original` swapped for its repair at the same coordinates, as plan_of does."""
+    coords = _coords(trials)
+    swapped = [t.model_copy(update={"id": repaired}) if t.id == original else t for t in trials]
+    return swapped, {repaired if k == original else k: v for k, v in coords.items()}
+
+
+def test_a_start_that_cannot_start_is_searched_from_its_repair_and_the_path_says_so():
+    trials, coords = _with_repaired(_grid({"x": [1, 2, 3]}), "mock-2", "mock-2-capped")
+    p = ls.plan("mock-2", trials, coords, [], primary=PRIMARY, requests=REQUESTS, profiles=[PRIMARY, "gen"],
+                budget_gpu_hours=None, trial_estimate_gpu_hours={"step": 0.01, "final": 0.02},
+                repairs=[_repair("mock-2", "mock-2-capped")])
+    # the repair is the start: raced first, at the original's coordinates (its neighbours are the original's)
+    assert p.start == "mock-2-capped" and p.given_start == "mock-2"
+    assert p.trials == ["mock-2-capped", "mock-1", "mock-3"]
+    lines = ls.path_lines(p)
+    assert any(line.strip().startswith("your command does not start on H100 (predicted before any start)")
+               and "max_running_requests = 1,463" in line for line in lines)
+
+
+def test_a_start_that_cannot_start_stops_the_search_when_the_study_asks_for_no_repair():
+    trials, coords = _with_repaired(_grid({"x": [1, 2, 3]}), "mock-2", "mock-2-capped")
+    p = ls.plan("mock-2", trials, coords, [], primary=PRIMARY, requests=REQUESTS, profiles=[PRIMARY, "gen"],
+                budget_gpu_hours=None, trial_estimate_gpu_hours={"step": 0.01, "final": 0.02},
+                repairs=[_repair("mock-2", "mock-2-capped")], repair_start=False)
+    assert p.done and p.stop == "start_fails" and not p.trials and not p.final
+    assert p.reason.startswith("your command does not start on H100") and "repair_start: false" in p.reason
+    assert "no answer" in ls.path_lines(p)[-1]
+
+
+def test_neighbours_are_not_raced_against_a_start_that_measured_nothing():
+    trials = _grid({"x": [1, 2, 3]})
+    start = next(t for t in trials if t.id == "mock-2")
+    failed = TrialResult(sweep_id="s", trial=start, status=Status.engine_failed_to_start, started_at=0.0,
+                         finished_at=240.0, reason="the engine core failed to initialize: RuntimeError: boom",
+                         spans=[HeldSpan(pass_index=1, started_at=0.0, finished_at=240.0)])
+    p = _plan("mock-2", trials, [failed])
+    # the start ran alone and gave nothing: the search ends there with the start's own failure, no neighbour raced
+    assert p.done and p.stop == "failed" and not p.final and p.steps[0].outcome == "failed"
+    assert "engine_failed_to_start: the engine core failed to initialize: RuntimeError: boom" in p.reason
+    assert "nothing beat the start" not in p.reason and "no answer" in ls.path_lines(p)[-1]
