@@ -15,6 +15,10 @@ names, and packs the tree as `xz` parts small enough to copy one per command:
     OUT/NAME/manifest.json             what is inside, what was skipped and why, sha256 of parts
     OUT/NAME/install.sh                `sh install.sh TARGET_DIR` on the node
 
+A bundle already built is cut into smaller parts, the same archive, with
+
+    python scripts/offline-bundle.py --resplit OUT/NAME --part-mib 36
+
 On the node the tree is used with `PYTHONPATH=TARGET_DIR` (before the node's own site-packages, so a
 version bundled because the node's did not fit wins). A second bundle can be made against the
 first one's manifest.json (`--have`), so shared packages are not carried twice; then the node
@@ -1217,9 +1221,67 @@ def summary(m: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def resplit(bundle: Path, part_bytes: int) -> dict:
+    """A built bundle cut again into parts of at most `part_bytes`: the same archive, byte for byte
+    (checked against the old parts' hashes as it is read), new part files, manifest and install.sh.
+    For when the tree that travels beside each part grew (every device call carries the checkout)."""
+    manifest_path = bundle / "manifest.json"
+    if not manifest_path.is_file():
+        raise UsageError(f"--resplit {bundle}: no manifest.json there (not a bundle directory)")
+    manifest = json.loads(manifest_path.read_text())
+    old = manifest["parts"]
+    for part in old:
+        f = bundle / part["file"]
+        if not f.is_file() or f.stat().st_size != part["size"]:
+            raise ToolError(f"--resplit {bundle}: part {part['file']} is missing or not {part['size']} bytes")
+    stage = Path(tempfile.mkdtemp(prefix=".resplit-", dir=bundle))
     try:
-        args = parse_args(sys.argv[1:] if argv is None else argv)
+        writer = PartWriter(stage, manifest["bundle"], part_bytes)
+        for part in old:
+            h = hashlib.sha256()
+            with (bundle / part["file"]).open("rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+                    writer.write(chunk)
+            if h.hexdigest() != part["sha256"]:
+                raise ToolError(f"--resplit {bundle}: part {part['file']} does not match its sha256")
+        parts = writer.close()
+        for part in old:
+            (bundle / part["file"]).unlink()
+        for part in parts:
+            (stage / part["file"]).replace(bundle / part["file"])
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    manifest["parts"] = parts
+    manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
+    (bundle / "install.sh").write_text(render_install_sh(manifest))
+    (bundle / "install.sh").chmod(0o755)
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--resplit"]:
+        # scripts/offline-bundle.py --resplit DIR --part-mib N
+        ap = argparse.ArgumentParser(prog=f"{PROG} --resplit")
+        ap.add_argument("--resplit", required=True, metavar="DIR", help="a bundle directory (OUT/NAME)")
+        ap.add_argument("--part-mib", type=float, required=True, help="largest part, MiB")
+        args = ap.parse_args(argv)
+        try:
+            if not (args.part_mib > 0):
+                raise UsageError(f"--part-mib {args.part_mib}: must be positive")
+            m = resplit(Path(args.resplit), int(args.part_mib * MIB))
+        except UsageError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return 2
+        except ToolError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return 1
+        print(f"{m['bundle']}: {len(m['parts'])} part(s): " + ", ".join(f"{p['file']} {p['size'] / MIB:.1f} MiB"
+                                                                   for p in m["parts"]))
+        return 0
+    try:
+        args = parse_args(argv)
         manifest = build(args)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

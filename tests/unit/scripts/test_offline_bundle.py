@@ -381,3 +381,39 @@ def test_the_sglang_prune_list_parses():
     prune = ob.load_prune(str(SCRIPT.parent / "bundles" / "sglang-h200.prune.yaml"))
     assert [a.keep_sm for a in prune.cuda_arches] == [[90]]
     assert {"nvidia-cutlass-dsl", "flash-attn-4", "tilelang", "torchao", "kernels"} <= prune.dist_names()
+
+
+def test_a_built_bundle_cut_again_installs_the_same_tree(bundle, tmp_path):
+    tmp, out = bundle
+    copy = tmp_path / "tiny"
+    shutil.copytree(out, copy)
+    before = json.loads((copy / "manifest.json").read_text())
+    whole = b"".join((copy / p["file"]).read_bytes() for p in before["parts"])
+    proc = run_script("--resplit", str(copy), "--part-mib", "0.02")
+    assert proc.returncode == 0, proc.stderr
+    after = json.loads((copy / "manifest.json").read_text())
+    limit = int(0.02 * 1024 * 1024)
+    assert len(after["parts"]) > len(before["parts"]) and all(p["size"] <= limit for p in after["parts"])
+    # the same archive, byte for byte, in the new parts; only the new parts are left beside the manifest
+    assert b"".join((copy / p["file"]).read_bytes() for p in after["parts"]) == whole
+    assert sorted(f.name for f in copy.iterdir()) == sorted(["manifest.json", "install.sh"] + [p["file"] for p in after["parts"]])
+    assert {k: v for k, v in after.items() if k != "parts"} == {k: v for k, v in before.items() if k != "parts"}
+    target = tmp_path / "site"
+    got = subprocess.run(["sh", str(copy / "install.sh"), str(target)], capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr
+    assert f"({len(after['parts'])} part(s))" in got.stdout and (target / "tabulate" / "__init__.py").is_file()
+
+
+def test_resplit_of_a_damaged_bundle_changes_nothing(bundle, tmp_path):
+    tmp, out = bundle
+    copy = tmp_path / "tiny"
+    shutil.copytree(out, copy)
+    first = json.loads((copy / "manifest.json").read_text())["parts"][0]["file"]
+    data = bytearray((copy / first).read_bytes())
+    data[10] ^= 0xFF
+    (copy / first).write_bytes(bytes(data))
+    listing = sorted(f.name for f in copy.iterdir())
+    proc = run_script("--resplit", str(copy), "--part-mib", "0.02")
+    assert proc.returncode == 1 and f"part {first} does not match its sha256" in proc.stderr
+    assert sorted(f.name for f in copy.iterdir()) == listing
+    assert run_script("--resplit", str(tmp_path), "--part-mib", "1").returncode == 2
