@@ -154,26 +154,39 @@ def repairs(study: Study, trials: list[Trial], results: list[TrialResult]) -> di
     return out
 
 
+class SearchSpace:
+    """What a search may race, where each trial sits, and the repairs that put trials that cannot
+    start here in their originals' places (a repaired trial is that configuration, as it can run)."""
+
+    def __init__(self, study: Study, trials: list[Trial], start: str, results: list[TrialResult]):
+        fixes = repairs(study, trials, results)
+        given = {t.id: t for t in trials}
+        swapped = [fixes[t.id][1] if t.id in fixes else t for t in trials]
+        original = {fixed.id: tid for tid, (_, fixed) in fixes.items()}
+        self.start = fixes[start][1].id if start in fixes else start  # where the search starts from
+        self.ranked = raceable(study, swapped, self.start,
+                               keep={r.repaired for r, _ in fixes.values() if r.source == "engine"})
+        originals = [given[original.get(t.id, t.id)] for t in self.ranked]
+        coords = ls.coordinates(originals, knob_flags(originals), effective_knobs(originals))
+        self.coords = {t.id: coords[original.get(t.id, t.id)] for t in self.ranked}
+        ids = {t.id for t in self.ranked}
+        self.repairs = [r for r, _ in fixes.values() if r.repaired in ids]
+        self.trials = trials + [fixed for _, fixed in fixes.values()]
+
+    def neighbours(self, incumbent: str) -> dict[str, ls.Neighbour]:
+        return {n.trial: n for n in ls.neighbours(incumbent, self.ranked, self.coords)}
+
+
 def plan_of(study: Study, grid: str, trials: list[Trial], start: str, results: list[TrialResult],
             measured: MeasuredDurations | None = None) -> ls.SearchPlan:
     profiles = study.grid_profiles(grid)
-    fixes = repairs(study, trials, results)
-    given = {t.id: t for t in trials}
-    swapped = [fixes[t.id][1] if t.id in fixes else t for t in trials]
-    original = {fixed.id: tid for tid, (_, fixed) in fixes.items()}
-    ranked = raceable(study, swapped, fixes[start][1].id if start in fixes else start,
-                      keep={r.repaired for r, _ in fixes.values() if r.source == "engine"})
-    # A repaired trial sits at its original's coordinates: it is that configuration, as it can run here.
-    originals = [given[original.get(t.id, t.id)] for t in ranked]
-    coords = ls.coordinates(originals, knob_flags(originals), effective_knobs(originals))
-    coords = {t.id: coords[original.get(t.id, t.id)] for t in ranked}
-    first = [t for t in ranked if t.id == (fixes[start][1].id if start in fixes else start)]
-    return ls.plan(start, ranked, coords, results,
+    space = SearchSpace(study, trials, start, results)
+    return ls.plan(start, space.ranked, space.coords, results,
                    primary=study.grid_primary_profile(grid), requests={p: study.profiles[p].requests for p in profiles},
                    profiles=profiles, budget_gpu_hours=study.budget_gpu_hours,
-                   trial_estimate_gpu_hours=estimates(study, grid, first, measured),
-                   min_success_rate=study.min_success_rate,
-                   repairs=[r for r, _ in fixes.values() if r.repaired in {t.id for t in ranked}],
+                   trial_estimate_gpu_hours=estimates(study, grid, [t for t in space.ranked if t.id == space.start],
+                                                      measured),
+                   min_success_rate=study.min_success_rate, repairs=space.repairs,
                    repair_start=getattr(study, "repair_start", True))
 
 
