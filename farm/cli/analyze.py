@@ -32,6 +32,7 @@ def analyze(results_path: str, config: str | None, strategy: str, baseline: str 
     # A UserError from here on is one line and exit 2 (the `farm` group, or OneLineErrors standalone).
     study = load_study(config)
     results = ResultsFileStore(results_path).records(study=study)
+    study = _recorded_accelerator(study, results)
     # Without --config, a sweep's own file knows its primary profile better than the default study.
     report = report_for(results, study, strategy=strategy, baseline=baseline, prefer_results_profile=config is None)
     output = render(report, fmt)
@@ -39,6 +40,18 @@ def analyze(results_path: str, config: str | None, strategy: str, baseline: str 
     click.echo(output, nl=False)
     for path in written:
         click.echo(f"plot: {path}", err=True)
+
+
+def _recorded_accelerator(study, results):
+    """A study that says `accelerator_type: auto` read beside a results file: the GPU model its
+    runs recorded (their provenance), where they recorded one; else it stays auto (nothing is
+    predicted per a GPU model the runs do not name)."""
+    from farm.analysis.accelerator import recorded_accelerator, resolved, says_auto
+
+    if not says_auto(study):
+        return study
+    name = recorded_accelerator(r.provenance.gpu for r in results.records if r.provenance is not None)
+    return resolved(study, name) if name else study
 
 
 if __name__ == "__main__":

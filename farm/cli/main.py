@@ -69,6 +69,10 @@ def cli() -> None:
               help="Where trials share engine compile caches: a directory every node sees (kept across sweeps and "
                    "machines), or ray (Ray's object store, this sweep); default: the study's compile_cache, else "
                    "Ray's object store on a cluster of several nodes.")
+@click.option("--accelerator", type=opt.ACCELERATOR, default=None, metavar="NAME|auto",
+              help="GPU model the sweep's GPU trials run on, as Ray names it (H200, H100, ...), or auto: the one "
+                   "model the cluster has, read when the sweep starts; overrides the study's accelerator_type (and "
+                   "every engine's). With --dry-run, NAME predicts memory for that GPU.")
 @click.option("--workdir", type=opt.NODE_DIRECTORY, default="farm-runs", show_default=True,
               help="Where engine logs and guidellm reports are written on each node.")
 @click.option("--no-wait", is_flag=True, help="With --address http://HEAD:8265: submit the job and return.")
@@ -81,7 +85,7 @@ def cli() -> None:
               "recommended trial and command, numbers per profile, failures, counts); progress goes to stderr. "
               "With --dry-run, the trials as JSON.")
 def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, run_budget, strategy, start,
-          budget, baseline, compile_cache, workdir, no_wait, only, quiet, as_json) -> None:
+          budget, baseline, compile_cache, accelerator, workdir, no_wait, only, quiet, as_json) -> None:
     """Expand a grid into trials and benchmark each on its own engine server.
 
     \b
@@ -96,6 +100,10 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     from farm.run.sweep_view import print_dry_run
 
     study = load_study(config)
+    if accelerator is not None:  # this sweep's GPU model, over the study's and every engine's
+        from farm.analysis.accelerator import with_accelerator
+
+        study = with_accelerator(study, accelerator)
     # RAY_ADDRESS stands for --address when none is given, as in Ray's own commands; a refusal
     # about the address names which of the two set it.
     address_key = ray_address_source(address)
@@ -169,7 +177,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
                       measured=measured, durations_note=note, start=start_id)
         return
     pruned = None
-    if study.strategy == "halving":
+    if study.strategy == "halving":  # with accelerator_type auto: again once the cluster names its GPUs (driver)
         from farm.run.memory import unfit_trials
 
         pruned = unfit_trials(study, trials)
@@ -194,7 +202,8 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
         ctx.exit(submit_from_cli(config, address, grid=grid, tracking_uri=tracking_uri, experiment=experiment,
                                  resume=resume, repeats=repeats, run_budget=run_budget,
                                  workdir=workdir if given_workdir else None,
-                                 wait=not no_wait, strategy=strategy, budget=budget, key=address_key))
+                                 wait=not no_wait, strategy=strategy, budget=budget, accelerator=accelerator,
+                                 key=address_key))
     if address:
         enable_client_token(address_key)  # an explicit address: Ray sends the cluster's token only in token mode
     if is_client_address(address):

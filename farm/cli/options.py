@@ -62,6 +62,18 @@ NODE_DIRECTORY = Checked("directory", inputs.directory_option)
 HOST = Checked("host", inputs.host_option)
 
 
+def _accelerator(value: str, *, option: str) -> str:
+    """A GPU model as Ray names it (the study's `accelerator_type` check), or `auto`."""
+    value = inputs.text_option(value, option=option, what="a GPU model", max_len=100)
+    from farm.study.sections import check_accelerator  # pydantic: only when the option is given, not for --help
+
+    try:
+        return check_accelerator(value)
+    except ValueError as exc:
+        raise inputs.UserError(str(exc), key=option) from None
+
+
+ACCELERATOR = Checked("accelerator", _accelerator)
 FILE = Checked("file", inputs.file_path)
 # --allowed-hosts: a comma-separated list handed to MLflow's server as one argument: one line.
 HOST_LIST = Checked("hosts", lambda value, *, option: inputs.text_option(value, option=option, what="a list of hosts",

@@ -21,6 +21,11 @@ def _share(part: float, whole: float) -> str:
     return f"{part / whole:.0%}" if whole > 0 else "-"
 
 
+def gpu_models(report: Report) -> list[str]:
+    """The GPU models the report's runs ran on, as the driver names them ('NVIDIA H200')."""
+    return sorted({r.provenance.gpu for r in report.results.records if r.provenance is not None and r.provenance.gpu})
+
+
 def gpu_time_section(doc: Doc, report: Report) -> None:
     cost = report.gpu_time
     if cost is None:
@@ -29,7 +34,10 @@ def gpu_time_section(doc: Doc, report: Report) -> None:
     with_gpus = cost.gpu_seconds.total > 0
     total: PhaseSeconds = cost.gpu_seconds if with_gpus else cost.trial_seconds
     unit = "GPU-hours" if with_gpus else "trial-hours (these trials held no GPU)"
-    doc.p(f"{_hours(total.total)} {unit} over {len(cost.trials)} trial(s), from each trial's start in its actor to "
+    # GPU-hours are per GPU model: the one (or ones) the runs recorded
+    models = gpu_models(report) if with_gpus else []
+    on = f" of {', '.join(models)}" if models else ""
+    doc.p(f"{_hours(total.total)} {unit}{on} over {len(cost.trials)} trial(s), from each trial's start in its actor to "
           f"its end; measuring was {_share(total.measuring, total.total)} of it.")
     doc.table(["Phase", unit.split(" ")[0], "Share"],
               [[PHASE_LABELS[p], _hours(getattr(total, p)), _share(getattr(total, p), total.total)] for p in PHASES])

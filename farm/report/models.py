@@ -100,6 +100,8 @@ class MemoryFitNote(_Strict):
 
     sweep_id: str | None = Field(default=None, description="The sweep's id, where the report covers several.")
     checks: list[KvCheck] = Field(description="Predicted beside reported KV-cache tokens, per trial.")
+    accelerator: str | None = Field(default=None, description="The GPU model (as Ray names it) whose memory the "
+                                    "predictions are for: a fit is per GPU model.")
 
 
 class Report(_Strict):

@@ -21,7 +21,10 @@ def halving_lines(note: HalvingNote) -> list[str]:
 
 
 def memory_fit_lines(note: MemoryFitNote) -> list[str]:
-    return check_lines(note.checks)
+    lines = check_lines(note.checks)
+    if lines and note.accelerator:  # a fit is per GPU model: say whose memory was predicted
+        lines[0] += f" (predicted for the memory of one {note.accelerator})"
+    return lines
 
 
 def local_search_lines(note: LocalSearchNote) -> list[str]:
@@ -86,8 +89,9 @@ def search_json(report: Report) -> dict[str, Any]:
             stop["label"] = n.labels.get(stop["trial"], stop["trial"])
     if halving:
         out["halving"] = halving
-    fits = [{"sweep_id": n.sweep_id, "trials": [{**c.model_dump(), "error_pct": None if c.error is None else c.error * 100}
-                                                for c in n.checks], "lines": memory_fit_lines(n)}
+    fits = [{"sweep_id": n.sweep_id, **({"accelerator": n.accelerator} if n.accelerator else {}),
+             "trials": [{**c.model_dump(), "error_pct": None if c.error is None else c.error * 100}
+                        for c in n.checks], "lines": memory_fit_lines(n)}
             for n in report.memory_fit if memory_fit_lines(n)]
     if fits:
         out["memory_fit"] = fits

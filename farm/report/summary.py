@@ -14,7 +14,7 @@ from farm.report.text import _ci_cell, _conf, _labels, _num, _signed
 
 
 def summary_markdown(report: Report, *, heading: str | None = None, gpu_hours: float | None = None,
-                     report_path: str | None = None) -> str:
+                     report_path: str | None = None, gpu_model: str | None = None) -> str:
     """The answer in a page (the sweep's MLflow run description): the recommended command, the
     verdict per profile with its interval, the baseline and engine comparisons, what failed, and
     GPU-hours when given. The whole report stays in `report_path`."""
@@ -75,7 +75,7 @@ def summary_markdown(report: Report, *, heading: str | None = None, gpu_hours: f
     else:
         doc.p("**Failed**: none.")
     if gpu_hours is not None:
-        doc.p(f"**GPU-hours**: {gpu_hours:.2f}")
+        doc.p(f"**GPU-hours**: {gpu_hours:.2f}" + (f" ({gpu_model})" if gpu_model else ""))
     counts: dict[str, int] = {}
     for w in report.warnings:
         counts[w.code] = counts.get(w.code, 0) + 1

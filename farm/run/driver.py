@@ -22,8 +22,10 @@ from actors.bench import BenchActor, TrackingUnavailable, TrialJob
 from farm.run import estimate, metrics, passes
 from farm.run.ray_names import actor_name, sweep_namespace
 from farm.run.links import mlflow_run_link
-from farm.analysis import plan, schedule, twins
+from farm.analysis import accelerator, plan, schedule, twins
+from farm.run.memory import unfit_trials
 from farm.store import location, tracking
+from farm.store.mlflow_store import MlflowStore
 from farm.engines import get_engine
 from farm.errors import UserError
 from farm.run.jobs import client_runtime_env, connect_client, is_client_address, tag_sweep_with_submission
@@ -46,6 +48,10 @@ class SweepOutcome:
     results: list[TrialResult] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     interrupted: bool = False
+    # The study as the sweep ran it: `accelerator_type: auto` resolved to the cluster's GPU model.
+    study: Study | None = None
+    # Halving: the trials pruned as not fitting (again, where the GPU model was known only once Ray was).
+    pruned: dict[str, str] | None = None
 
 
 def check_capacity(trials: list[Trial], engines: Mapping[str, EngineSpec] | None = None) -> None:
@@ -69,6 +75,38 @@ def check_capacity(trials: list[Trial], engines: Mapping[str, EngineSpec] | None
         if t.gpus > most_fit:
             raise UserError(f"trial {t.label} needs {t.gpus} GPU(s) on one node; the largest {accel} node has "
                             f"{int(most_fit)}", key=f"trials.{t.id}")
+
+
+def resolve_accelerator(study: Study, trials: list[Trial]) -> tuple[Study, str | None]:
+    """The study with `accelerator_type: auto` replaced by the one GPU model of the cluster's alive
+    nodes (farm/analysis/accelerator.py; several or none is a `UserError`), and that name; the study
+    as it is (and None) when none of its GPU trials says auto."""
+    if not accelerator.auto_engines(study, trials):
+        return study, None
+    name = accelerator.cluster_accelerator(n.get("Resources", {}) for n in ray.nodes() if n.get("Alive"))
+    return accelerator.resolved(study, name), name
+
+
+def _stored_models(tracking_uri: str, sweep_id: str, trials: list[Trial]) -> list[str]:
+    """The GPU models the resumed sweep's stored study held its GPU trials to (its snapshot names
+    the model `auto` resolved to); none where no study is stored or it names none."""
+    try:
+        stored = MlflowStore(tracking_uri).study(sweep_id)
+    except UserError:  # a snapshot an older farm stored that this one cannot read: nothing to compare
+        return []
+    return accelerator.gpu_models(stored, trials) if stored is not None else []
+
+
+def check_same_accelerator(tracking_uri: str, sweep_id: str, study: Study, trials: list[Trial], *,
+                           from_cluster: bool) -> None:
+    """A sweep's results are per GPU model: a resume on GPUs of another model than the sweep
+    measured on is refused before any trial runs."""
+    before, now = _stored_models(tracking_uri, sweep_id, trials), accelerator.gpu_models(study, trials)
+    if before and now and before != now:
+        where = "this cluster's GPUs are" if from_cluster else "this sweep asks for"
+        raise UserError(f"sweep {sweep_id} measured on {', '.join(before)}; {where} {', '.join(now)}: results are "
+                        f"per GPU model; start a new sweep (without --resume) on these GPUs, or resume it on "
+                        f"{', '.join(before)} ones", key="--resume")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -286,10 +324,12 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
               only: set[str] | None = None, strategy: str = "grid", budget_gpu_hours: float | None = None,
               pruned: dict[str, str] | None = None,
               on_rung: Callable[[object], None] = lambda p: None,
+              on_accelerator: Callable[[str], None] = lambda line: None,
               start: str | None = None) -> SweepOutcome:
     """Run a sweep: every trial (`repeats` runs per profile, or 'auto'), the baseline once more on
     every node when there are several (node controls), then the later passes of `--repeats auto`.
-    `on_schedule`: one line, where the scheduler's estimates come from (a scheduled grid only)."""
+    `on_schedule`: one line, where the scheduler's estimates come from (a scheduled grid only).
+    `on_accelerator`: one line, the GPU model `accelerator_type: auto` resolved to."""
 
     # An unknown or foreign sweep id is a user error: found before Ray starts.
     point = check_resume(tracking_uri, resume, study, grid, trials) if resume else None
@@ -321,7 +361,21 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
     sweep_id: str | None = None
     try:
         if not nothing_left:
+            # `accelerator_type: auto`: the cluster's one GPU model, before anything is placed or
+            # stored, so the sweep's study snapshot names the model its results were measured on.
+            study, name = resolve_accelerator(study, trials)
+            if name is not None:
+                on_accelerator(f"accelerator: {name} (from the cluster)")
+                if strategy == "halving":  # the memory-fit pruning needs the GPU model (farm/run/memory.py)
+                    pruned = {**(pruned or {}), **unfit_trials(study, trials)}
+            if point is not None:
+                check_same_accelerator(tracking_uri, point.sweep_id, study, trials, from_cluster=name is not None)
             check_capacity(trials, study.engines)
+        elif point is not None and accelerator.auto_engines(study, trials):
+            # nothing runs: the report is per the GPU model the sweep measured on, as stored
+            models = _stored_models(tracking_uri, point.sweep_id, trials)
+            if len(models) == 1:
+                study = accelerator.resolved(study, models[0])
         if point is not None:
             sweep_id, exp_id, done = point.sweep_id, point.experiment_id, point.finished
             # Runs of trials that will run again (cut off, lost, cancelled) go, so that each
@@ -344,7 +398,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         shared_cache = None if nothing_left else _compile_cache(study, sweep_id)
         # inside a Ray job: which job runs this sweep, and the sweep's MLflow link in the job's metadata
         tag_sweep_with_submission(tracking_uri, sweep_id, mlflow_run_link(tracking_uri, exp_id, sweep_id))
-        outcome = SweepOutcome(sweep_id=sweep_id, experiment_id=exp_id)
+        outcome = SweepOutcome(sweep_id=sweep_id, experiment_id=exp_id, study=study, pruned=pruned)
         # `only`: this call runs part of the sweep; the grid's other trials stay pending.
         todo = [t for t in trials if t.id not in done and (only is None or t.id in only)]
         todo = _unmeasurable(study, todo, primary=study.grid_primary_profile(grid), sweep_id=sweep_id, exp_id=exp_id,

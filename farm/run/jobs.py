@@ -226,13 +226,15 @@ class SweepArgs:
     workdir: str | None = None
     strategy: str | None = None
     budget: float | None = None
+    accelerator: str | None = None
 
     def entrypoint(self) -> str:
         argv = ["python", "-m", "farm.cli", "sweep", "--config", self.config, "--grid", self.grid,
                 "--address", "auto", "--tracking-uri", self.tracking_uri]
         for flag, value in (("--experiment", self.experiment), ("--resume", self.resume),
                             ("--repeats", self.repeats), ("--run-budget", self.run_budget),
-                            ("--workdir", self.workdir), ("--strategy", self.strategy), ("--budget", self.budget)):
+                            ("--workdir", self.workdir), ("--strategy", self.strategy), ("--budget", self.budget),
+                            ("--accelerator", self.accelerator)):
             if value is not None:
                 argv += [flag, str(value)]
         return shlex.join(argv)
@@ -446,7 +448,7 @@ def _shipped(path: Path) -> bool:
 def submit_from_cli(config: str | None, address: str, *, grid: str, tracking_uri: str | None,
                     experiment: str | None, resume: str | None, repeats: int | str | None,
                     run_budget: int | None, workdir: str | None, wait: bool, strategy: str | None = None,
-                    budget: float | None = None, key: str = KEY) -> int:
+                    budget: float | None = None, accelerator: str | None = None, key: str = KEY) -> int:
     """`farm sweep --address http://...`: the study and the options go to the head.
 
     A study inside the project travels as the project's own file (its includes and `./` paths
@@ -457,7 +459,7 @@ def submit_from_cli(config: str | None, address: str, *, grid: str, tracking_uri
     inside = _shipped(source)
     args = SweepArgs(grid=grid, tracking_uri=uri, config=str(source.relative_to(PROJECT)) if inside else JOB_STUDY,
                      experiment=experiment, resume=resume, repeats=repeats, run_budget=run_budget,
-                     strategy=strategy, budget=budget,
+                     strategy=strategy, budget=budget, accelerator=accelerator,
                      workdir=workdir)
     return submit_sweep(address, None if inside else data, args, study_name=str(data.get("name", "")), wait=wait,
                         key=key)

@@ -34,11 +34,12 @@ def read_search(uri: str, sweep_id: str, study: Study, grid: str | None, trials:
     says which sweep it is."""
     from farm.run.halving import recorded_plan, stored_strategy
     from farm.run.memory import kv_checks, recorded_predictions, unfit_trials
+    from farm.run.sweep_report import fit_accelerator
     from farm.study.grid import expand
 
     label = sweep_id if named else None
     checks = kv_checks(study, results, recorded_predictions(uri, sweep_id))
-    fit = MemoryFitNote(sweep_id=label, checks=checks) if checks else None
+    fit = MemoryFitNote(sweep_id=label, checks=checks, accelerator=fit_accelerator(study, results)) if checks else None
     strategy = stored_strategy(uri, sweep_id)
     if grid and ((strategy and strategy[0] == "local") or study.strategy == "local") and study.start:
         from farm.analysis.local_search import step_rung

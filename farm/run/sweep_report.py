@@ -19,6 +19,7 @@ from farm.run.links import mlflow_run_link, mlflow_trials_link
 from farm.run.terminal import console
 from farm.store import schema, tracking
 from farm.errors import SLONotMet, UserError
+from farm.analysis.accelerator import gpu_models
 from farm.analysis.records import Results, records_from_trials, write_results_file
 from farm.report.capacity_text import capacity_line
 from farm.report import (Report, profile_numbers, render, report_for, summary_markdown, trial_verdicts, verdict_line,
@@ -72,12 +73,18 @@ def local_search_note(study: Study, grid: str, results: list[TrialResult], sweep
                            labels={t.id: t.label for t in trials})
 
 
+def fit_accelerator(study: Study, results: list[TrialResult]) -> str | None:
+    """The GPU model(s) the study held the sweep's GPU trials to (`auto` stored resolved): the
+    memory the fits were predicted for."""
+    return ", ".join(gpu_models(study, [r.trial for r in results])) or None
+
+
 def _search_notes(report: Report, study: Study, grid: str | None, results: list[TrialResult]) -> None:
     """The halving sweep's rungs and stops, and the memory-fit predictor's error, into the report."""
     from farm.report.models import HalvingNote, MemoryFitNote
     from farm.run.memory import kv_checks, unfit_trials
 
-    report.memory_fit = [MemoryFitNote(checks=kv_checks(study, results))]
+    report.memory_fit = [MemoryFitNote(checks=kv_checks(study, results), accelerator=fit_accelerator(study, results))]
     if study.strategy == "local" and grid and study.start:
         report.local_search = [local_search_note(study, grid, results)]
     if study.strategy == "halving" and grid:
@@ -119,6 +126,11 @@ def gpu_hours(results: list[TrialResult]) -> float:
     return sum(r.trial.gpus * (r.held_seconds or 0.0) for r in results) / 3600
 
 
+def gpu_names(results: list[TrialResult]) -> str | None:
+    """The GPU model(s) the sweep's GPU trials ran on, as the driver names them: GPU-hours are per model."""
+    return ", ".join(sorted({r.gpu_name for r in results if r.trial.gpus and r.gpu_name})) or None
+
+
 def summary_metrics(report: Report, hours: float | None) -> dict[str, float]:
     """The parent run's metrics: recommendation and baseline per profile, and their difference."""
     out: dict[str, float] = {}
@@ -149,7 +161,8 @@ def annotate(uri: str, sweep_id: str, report: Report | None, why: str | None, re
         failed = [r for r in results if r.status.value != "ok"]
         lines = [f"## {heading}", "", f"**No recommendation**: {why}", ""]
         lines += [f"- `{r.trial.label}`: {r.status.value}: {(r.reason or '')[:200]}" for r in failed]
-        lines += ["", f"**GPU-hours**: {hours:.2f}", ""]
+        on = f" ({gpu_names(results)})" if gpu_names(results) else ""
+        lines += ["", f"**GPU-hours**: {hours:.2f}{on}", ""]
         tracking.annotate_sweep(uri, sweep_id, note="\n".join(lines), metrics={schema.GPU_HOURS_METRIC: hours})
         return
     rec = report.selection.recommended
@@ -160,7 +173,8 @@ def annotate(uri: str, sweep_id: str, report: Report | None, why: str | None, re
         trial_tags.setdefault(r.trial.id, {schema.RECOMMENDED_TAG: "false",
                                            schema.VERDICT_TAG: f"failed: {r.status.value}"})
     tracking.annotate_sweep(
-        uri, sweep_id, note=summary_markdown(report, heading=heading, gpu_hours=hours, report_path=path),
+        uri, sweep_id, note=summary_markdown(report, heading=heading, gpu_hours=hours, report_path=path,
+                                       gpu_model=gpu_names(results)),
         metrics=summary_metrics(report, hours),
         tags={schema.RECOMMENDED_TRIAL_TAG: rec.trial, schema.RECOMMENDED_COMMAND_TAG: rec.command},
         trial_tags=trial_tags)
@@ -189,6 +203,8 @@ def summary_json(study: Study, grid: str, outcome, uri: str, report: Report | No
                    "skipped": len(outcome.skipped), "pending": len(pending)},
         "warnings": {},
         "gpu_hours": round(gpu_hours(results), 4),
+        # the GPU model the study held its GPU trials to (`auto` resolved): results are per GPU model
+        "accelerator": fit_accelerator(study, results),
     }
     if report is not None:
         sel = report.selection

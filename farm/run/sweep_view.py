@@ -84,9 +84,16 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "nor
         print(f"  {cost.line()}")
     for line in missing_model_notes(trials):
         print(line)
+    from farm.analysis.accelerator import auto_engines
     from farm.analysis.memory_fit import NoPrediction
     from farm.run.memory import fit_line, predictions
 
+    # accelerator_type auto: no GPU model to size memory by until the cluster names one
+    waits = auto_engines(study, trials)
+    if waits:
+        print("note: accelerator_type auto: the GPU model comes from the cluster when the sweep starts; "
+              "`--accelerator NAME` (e.g. --accelerator H200) predicts memory for one"
+              + ("; halving prunes the trials that do not fit it then" if study.strategy == "halving" else ""))
     fits = predictions(study, trials)
     if study.strategy == "halving":
         from farm.analysis.halving import study_rungs
@@ -96,6 +103,8 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "nor
         unknown = sum(1 for t in trials if fits.get(t.id) is None or isinstance(fits[t.id], NoPrediction))
         # "not predicted" is not "fits": a trial the model could not size starts, and says so
         unsized = f"; {unknown} not predicted (no memory-fit model for them: they start)" if unknown else ""
+        if waits:  # sized once the cluster names its GPU model (the note above), not started unsized
+            unsized = f"; {unknown} not predicted yet (accelerator_type auto)" if unknown else ""
         print(f"strategy halving ({budget}); {unfit} trial(s) pruned: does not fit{unsized}; rungs:")
         from farm.analysis.halving import rung_cost, study_priors
 
@@ -327,6 +336,9 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
     def on_schedule(line: str) -> None:
         console.print(line, markup=False)  # where the order of trials comes from (farm/run/estimate.py)
 
+    def on_accelerator(line: str) -> None:
+        console.print(line, markup=False)  # the GPU model `accelerator_type: auto` resolved to
+
     def on_ray(url: str | None, local: bool) -> None:
         from farm.run.jobs import dashboard_line, dashboard_link, token_hint
 
@@ -397,12 +409,15 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
                                        on_event=on_event, on_sweep=on_sweep, on_pass=on_pass, on_ray=on_ray,
                                        on_schedule=on_schedule,
                                        only=only, strategy=strategy, budget_gpu_hours=budget_gpu_hours, pruned=pruned,
-                                       on_rung=on_rung, start=start)
+                                       on_rung=on_rung, on_accelerator=on_accelerator, start=start)
     except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read
         console.print("interrupted" + ("; resume with:" if state.get("sweep") else " before the sweep started"))
         if state.get("sweep"):
             terminal.answer(f"  {resume_command(command, state['sweep'])}")
         raise SystemExit(130) from None
+    # what the sweep ran with: `accelerator_type: auto` resolved, halving's pruning redone for that GPU
+    study = outcome.study or study
+    pruned = outcome.pruned if outcome.pruned is not None else pruned
     if outcome.skipped:
         console.print(f"resumed: {len(outcome.skipped)} trial(s) already finished were not run again")
     print_summary(study, grid, outcome.results)
@@ -418,7 +433,12 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
     pending = [t for t in trials if t.id not in {r.trial.id for r in outcome.results}]
     from farm.run.memory import record_check  # predicted vs reported KV-cache tokens, where a model exists
 
-    for line in record_check(uri, outcome.sweep_id, study, outcome.results):
+    from farm.run.sweep_report import fit_accelerator  # mlflow, as above
+
+    fit_lines = record_check(uri, outcome.sweep_id, study, outcome.results)
+    if fit_lines and (gpu := fit_accelerator(study, outcome.results)):  # a fit is per GPU model
+        fit_lines[0] += f" (predicted for the memory of one {gpu})"
+    for line in fit_lines:
         console.print(line, markup=False)
     if strategy == "local":  # trials the search did not race are not pending: the search chose not to
         from farm.analysis.local_search import path_lines

@@ -33,6 +33,9 @@ STATUS_TAG = "farm.status"
 STUDY_TAG = "farm.study"
 GRID_TAG = "farm.grid"
 SUBMISSION_TAG = "farm.submission_id"  # the Ray Jobs submission that runs the sweep
+# On the parent: the GPU model(s) the sweep's GPU trials ran on, as Ray names them (`H200`); a study's
+# `accelerator_type: auto` is recorded as the model it resolved to. Results are per GPU model.
+ACCELERATOR_TAG = "farm.accelerator"
 
 ENGINE_TAG = "farm.engine"
 NODE_TAG = "farm.node"

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from farm.engines import get_engine
 from farm.errors import UserError, key_path
 from farm.inputs import env_tracking_uri
+from farm.analysis.accelerator import gpu_models
 from farm.analysis.limits import effective_limits, overrides_text
 from farm.analysis.outcome import FINISHED
 from farm.analysis.results import Status, TrialResult
@@ -73,8 +74,9 @@ def start_sweep(uri: str, experiment: str, study: Study, grid: str, trials: list
     values = {"study": study.name, "grid": grid, "trials": str(len(trials)),
               "profiles": ",".join(study.grid_profiles(grid)), "repeats": str(repeats),
               "primary_profile": study.grid_primary_profile(grid), "command": command[:S.COMMAND_PARAM_MAX_CHARS]}
+    models = gpu_models(study, trials)  # `auto` resolved by the driver before this run exists
     c.log_batch(sweep_id, params=[Param(name, values[name]) for name in S.SWEEP_PARAMS],
-                tags=[RunTag(S.SWEEP_TAG, sweep_id)])
+                tags=[RunTag(S.SWEEP_TAG, sweep_id)] + ([RunTag(S.ACCELERATOR_TAG, ",".join(models))] if models else []))
     shown = [redact_trial(t, get_engine(t.engine).secret_flags(study.engines[t.engine])) for t in trials]
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / S.STUDY_ARTIFACT).write_text(yaml.safe_dump(redact_study(study), sort_keys=False))

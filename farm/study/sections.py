@@ -96,10 +96,20 @@ def _check_skip(value: Any) -> Any:
     return value
 
 
+# `accelerator_type: auto`: the GPU model comes from the cluster when the sweep starts
+# (farm/analysis/accelerator.py), so one study runs on whichever GPUs come.
+AUTO_ACCELERATOR = "auto"
+
+
 def _check_accelerator(value: str | None) -> str | None:
     if value is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value):
-        raise ValueError(f"expected a GPU model as Ray names it (e.g. H200, A100, RTX-PRO-6000), got {value!r}")
+        raise ValueError(f"expected a GPU model as Ray names it (e.g. H200, A100, RTX-PRO-6000) or auto, got {value!r}")
     return value
+
+
+def check_accelerator(value: str) -> str:
+    """A GPU model as Ray names it, or `auto` (the `--accelerator` option's check; ValueError if not)."""
+    return _check_accelerator(value) or value
 
 
 class EngineSpec(_Strict):
@@ -149,7 +159,8 @@ class EngineSpec(_Strict):
         default=None,
         description="GPU model this engine's trials must run on, as Ray names it on each node (e.g. 'H200': Ray "
         "detects it from the GPU's name, or a node declares it with `ray start --resources "
-        "'{\"accelerator_type:H200\": 1}'`); default: the study's `accelerator_type`. Trials needing no GPU ignore it.",
+        "'{\"accelerator_type:H200\": 1}'`), or `auto`: the one GPU model the cluster has, read when the sweep "
+        "starts; default: the study's `accelerator_type`. Trials needing no GPU ignore it.",
     )
 
     _normalize = field_validator("flags", mode="before")(lambda cls, v: _normalize_flags(v or {}))

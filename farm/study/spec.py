@@ -83,8 +83,9 @@ class Study(_Strict):
     )
     accelerator_type: str | None = Field(
         default=None,
-        description="GPU model every GPU trial must run on, as Ray names it (e.g. 'H200'); an engine's own "
-        "`accelerator_type` overrides it.",
+        description="GPU model every GPU trial must run on, as Ray names it (e.g. 'H200'), or `auto`: the one GPU "
+        "model the cluster has, read when the sweep starts (results are per GPU model: the sweep stores the name it "
+        "ran on); an engine's own `accelerator_type` overrides it; `farm sweep --accelerator` overrides both.",
     )
     compile_cache: str | None = Field(
         default=None,

@@ -25,6 +25,11 @@
 # carries them to the next machine, where `run` puts them together (every part's sha256 checked)
 # into $B/packs before the sweep starts, so each group measured before starts warm there.
 #
+# FARM_STUDY=configs/xyz.yaml runs another study (default configs/h200-dummy.yaml, whose
+# `accelerator_type: auto` takes whichever GPU model the machine has: an H100 runs it unchanged);
+# FARM_ACCELERATOR=NAME|auto passes `--accelerator` to its sweeps. Results are per GPU model:
+# commit them under bench/<gpu>/ (bench/h200/, bench/h100/, ...).
+#
 # FARM_H200_FIRST_ONLY=1 runs only the grid's first trials (sweep-job.sh), and FARM_H200_NEXT_ONLY=1
 # only the FARM_H200_NEXT trials of a resumed sweep, so a later call can use the GPU for something
 # else (another grid) without stopping a sweep midway.
@@ -42,6 +47,8 @@ set -euo pipefail
 CALL_T0=$(date +%s)   # `run N` ends N seconds after the call began, installs and snapshot included
 B=${FARM_H200_DIR:-/tmp/farm-h200}
 REPO=$(pwd)
+STUDY=${FARM_STUDY:-configs/h200-dummy.yaml}   # relative to the project (copied to $B/src), or absolute
+case "$STUDY" in /*) STUDY_HERE=$STUDY ;; *) STUDY_HERE="$REPO/$STUDY" ;; esac
 mkdir -p "$B"/bundles "$B"/tree "$B"/store "$B"/cache "$B"/runs
 
 stage() {
@@ -181,7 +188,7 @@ start_only() {
   PYTHONPATH="$REPO:$B/tree/farm-node:$B/tree/engine-vllm" FARM_ENGINE_PYTHONPATH="$B/tree/engine-vllm" \
     FARM_SGLANG_PYTHONPATH="$B/tree/engine-sglang" FARM_CACHE_DIR="$B/cache" HF_HUB_OFFLINE=1 \
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
-    timeout "$left" python3 "$REPO/scripts/h200/start-only.py" "$REPO/configs/h200-dummy.yaml" \
+    timeout "$left" python3 "$REPO/scripts/h200/start-only.py" "$STUDY_HERE" \
     "${FARM_H200_GRID:-seed}" "$1" "$B/start-only/$1" "$B/packs" > "$B/start-only-$1.out" 2>&1 \
     || echo "start-only ended with $? (124: stopped at the call's end, $left s)"
   tail -5 "$B/start-only-$1.out"
@@ -232,9 +239,12 @@ run() {
     echo "sweep already running (pid $(cat "$B/job.pid"))"
   else
     packs_in   # carried compile caches first: the sweep's first start of each group is warm
+    if [ ! -f "$STUDY_HERE" ]; then echo "FARM_STUDY: no study file $STUDY_HERE: nothing started"; snapshot; return 0; fi
     rm -rf "$B/src" && mkdir -p "$B/src" && cp -r "$REPO"/farm "$REPO"/actors "$REPO"/configs "$REPO"/scripts "$B/src/"
+    # a study of the project outside configs/ travels to the copy too, at its own path
+    case "$STUDY" in /*) ;; *) [ -f "$B/src/$STUDY" ] || { mkdir -p "$B/src/$(dirname "$STUDY")"; cp "$STUDY_HERE" "$B/src/$STUDY"; } ;; esac
     if [ -d "$REPO/.models" ]; then cp -r "$REPO/.models" "$B/src/.models"; else cp -r "$B/models" "$B/src/.models"; fi
-    FARM_H200_GRID=$grid setsid nohup bash "$REPO/scripts/h200/sweep-job.sh" "$B" > "$B/sweep.log" 2>&1 < /dev/null &
+    FARM_H200_GRID=$grid FARM_STUDY=$STUDY setsid nohup bash "$REPO/scripts/h200/sweep-job.sh" "$B" > "$B/sweep.log" 2>&1 < /dev/null &
     echo $! > "$B/job.pid"
     echo "sweep started (pid $!)"
   fi

@@ -41,11 +41,18 @@ case "$grid" in
   sglang) first=(--trial engine_sglang_default --trial sglang_running_512_radix_off) ;;
   *) first=() ;;
 esac
+# FARM_STUDY=configs/xyz.yaml: the study (relative to the project, which device.sh copies to $B/src;
+# or an absolute path); default the seed's study, whose `accelerator_type: auto` takes the GPU model
+# the machine has. FARM_ACCELERATOR=H100 (or auto) passes --accelerator: the sweep's GPU model.
+study=${FARM_STUDY:-configs/h200-dummy.yaml}
+case "$study" in /*) ;; *) study="$B/src/$study" ;; esac
+accel=()
+if [ -n "${FARM_ACCELERATOR:-}" ]; then accel=(--accelerator "$FARM_ACCELERATOR"); fi
 # Every sweep on the machine shares its compile caches through $B/packs (actors/compile_cache.py): a
 # group compiled once by any sweep (the grid `starts`, a seed resume, the local search) starts warm
 # in every later one, whatever node cache it runs on.
-common=(--config "$B/src/configs/h200-dummy.yaml" --grid "$grid" --tracking-uri "sqlite:///$B/store/mlflow.db"
-        --workdir "$B/runs" --compile-cache "$B/packs")
+common=(--config "$study" --grid "$grid" --tracking-uri "sqlite:///$B/store/mlflow.db"
+        --workdir "$B/runs" --compile-cache "$B/packs" "${accel[@]}")
 if [ "$grid" != starts ] && [ ! -f "$idfile" ]; then
   # The id is kept as soon as the sweep prints it: a machine lost mid-trial is resumed, not restarted.
   # FARM_H200_SWEEP_ARGS="--strategy halving --budget 1": options of the new sweep (a resume reads
@@ -55,6 +62,11 @@ if [ "$grid" != starts ] && [ ! -f "$idfile" ]; then
     printf '%s\n' "$line"
     if [[ ! -f $idfile && $line =~ ^sweep\ ([0-9a-f]{32}) ]]; then echo "${BASH_REMATCH[1]}" > "$idfile"; fi
   done
+  rc=${PIPESTATUS[0]}
+  # No sweep id: the sweep never started (its one-line error is above); nothing to resume or report.
+  if [ ! -f "$idfile" ]; then
+    echo "sweep job ended: the first sweep started none (exit $rc)"; exit $(( rc ? rc : 1 ))
+  fi
 fi
 if [ "$grid" = starts ]; then
   # Issue "Warm starts": the grid's two compile groups started cold on node cache A, publishing

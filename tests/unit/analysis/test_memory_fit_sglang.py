@@ -130,12 +130,13 @@ def h200_study(tmp_path, config) -> Path:
 
 
 def test_a_sweep_checks_its_sglang_trials_against_what_they_reported(h200_study):
+    from farm.analysis.accelerator import resolved
     from farm.analysis.results import Status, TrialResult
     from farm.run.memory import check_lines
     from farm.study.grid import expand
     from farm.study.load import load_study
 
-    study = load_study(h200_study)
+    study = resolved(load_study(h200_study), "H200")  # `accelerator_type: auto` as a sweep on the H200 ran it
     trials = {t.name: t for t in expand(study, "sglang")}
     results = [TrialResult(sweep_id="s", trial=trials[name], status=Status.ok, engine_reported=start(log)[1])
                for name, log in (("engine_sglang_default", "default-dummy-cold-start"),
@@ -148,7 +149,7 @@ def test_a_sweep_checks_its_sglang_trials_against_what_they_reported(h200_study)
 
 def test_dry_run_shows_sglang_trials_fit_like_vllms(h200_study, tmp_path):
     study = str(h200_study)
-    out = run_farm("sweep", "--dry-run", "--grid", "sglang", "--config", study, cwd=tmp_path)
+    out = run_farm("sweep", "--dry-run", "--grid", "sglang", "--config", study, "--accelerator", "H200", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     trials = out.stdout.split("\n\n")[1:]
     assert len(trials) == 8
@@ -162,6 +163,6 @@ def test_dry_run_shows_sglang_trials_fit_like_vllms(h200_study, tmp_path):
     assert f"at most {reported['max_running_requests']} requests at once" in default
     assert "at most 512 requests at once" in fits["sglang_running_512_radix_off"]
 
-    seed = run_farm("sweep", "--dry-run", "--grid", "seed", "--config", study, cwd=tmp_path)
+    seed = run_farm("sweep", "--dry-run", "--grid", "seed", "--config", study, "--accelerator", "H200", cwd=tmp_path)
     assert seed.returncode == 0, seed.stderr
     assert seed.stdout.count("memory: fits, ~") == 6  # vLLM's trials, as before

@@ -84,6 +84,7 @@ def _memory_sweep(uri: str, tmp: Path) -> tuple[str, list[str]]:
     (model / "config.json").write_text(json.dumps(_shape_config()))
     data = yaml.safe_load((REPO / "configs" / "h200-dummy.yaml").read_text())
     data["models"]["bf16"]["name"] = str(model)
+    data["accelerator_type"] = "H200"  # `auto` as the driver stores it on the H200 (farm/run/driver.py)
     (tmp / "h200.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     study = load_study(tmp / "h200.yaml")
     chosen = [t for t in expand(study, "seed") if t.name in ("engine_vllm_default", "step3_performance_mode")]
@@ -174,7 +175,8 @@ def test_the_memory_fit_section_is_the_sweeps_check_without_the_models_config(st
     res = _farm("report", store["memory"], "--tracking-uri", store["uri"], "--format", "text")
     assert res.exit_code == 0, res.output
     first, *trials = store["memory_lines"]
-    assert f"Memory fit\n----------\n\n{first}\n\n" + "\n".join(line.strip() for line in trials) + "\n\n" in res.output
+    # the sweep's own lines, naming the GPU model whose memory was predicted (a fit is per model)
+    assert f"Memory fit\n----------\n\n{first} (predicted for the memory of one H200)\n\n" + "\n".join(line.strip() for line in trials) + "\n\n" in res.output
     assert "Halving" not in res.output
     data = json.loads(_farm("report", store["memory"], "--tracking-uri", store["uri"], "--format", "json").output)
     assert [t["reported"] for t in data["memory_fit"][0]["trials"]] == [1_000_000, 1_900_000]
