@@ -18,13 +18,15 @@ across nodes.
 
 `--repeats auto` and optional stopping
 --------------------------------------
-A first pass of `AUTO_FIRST_PASS` repeats, then, pass after pass, `AUTO_STEP` more repeats
-for the trials whose interval still overlaps the leader's on the primary profile (the leader
-included), until the leader's lead is significant, the intervals separate, the run budget is
-spent or `AUTO_MAX_PASSES` looks were taken. Looking at the data after every pass and stopping
-when it looks good inflates the false-winner rate; every look is therefore judged at
-`AUTO_ALPHA` = 0.05 / `AUTO_MAX_PASSES` = 0.01, so that over all looks the chance of declaring a
-false winner stays at most 5 % (Bonferroni over the looks). The report says so.
+A first pass of `AUTO_FIRST_PASS` repeats, then, pass after pass, `AUTO_STEP` more repeats for
+the leader and every trial whose comparison with the leader on the primary profile is still
+undecided (neither a significant difference nor equivalent within the study's margin: see
+farm/analysis/stats), until every decision is made, the run budget is spent or
+`AUTO_MAX_PASSES` looks were taken. Looking at the data after every pass and stopping when it
+looks good inflates the chance of a false decision; every look is therefore judged at
+`AUTO_ALPHA` = 0.05 / `AUTO_MAX_PASSES` = 0.01 (a difference and an equivalence alike), so that
+over all looks the chance of a false one stays at most 5 % (Bonferroni over the looks). The
+report says so.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from farm.analysis.records import Results
 from farm.analysis.results import HeldSpan, Status, TrialResult
-from farm.analysis.select import SelectionSettings, build_table, complexity_of, find_baseline
-from farm.analysis.stats import compare_winner, needs_more_runs
+from farm.analysis.select import SelectionSettings, build_table
+from farm.analysis.stats import DEFAULT_MARGIN, Decided, leader_decisions
 # What `repeats` means and how node controls are named live with the study (the grid asks too);
 # they are re-exported here, where the driver and the report look for them.
 from farm.study.repeats import (AUTO_ALPHA, AUTO_FIRST_PASS, AUTO_MAX_PASSES, FAMILY_ALPHA, alpha_for,  # noqa: F401
@@ -47,7 +49,7 @@ from farm.study.repeats import (AUTO_ALPHA, AUTO_FIRST_PASS, AUTO_MAX_PASSES, FA
 from farm.study.spec import Study
 from farm.study.trial import NODE_MARK, Trial, control_of, node_control_id  # noqa: F401
 
-AUTO_STEP = 2              # repeats added to each trial that still overlaps, per pass
+AUTO_STEP = 2              # repeats added to the leader and each undecided trial, per pass
 AUTO_BUDGET_FACTOR = 3     # default run budget: this many times the first pass
 AUTO_MAX_REPEATS = 30      # no trial gets more repeats than this on any profile
 
@@ -145,35 +147,64 @@ def default_budget(max_runs: int | None, first_pass_runs: int) -> int:
     return max_runs if max_runs is not None else AUTO_BUDGET_FACTOR * first_pass_runs
 
 
+def _named(k: str, names: Mapping[str, str] | None) -> str:
+    return (names or {}).get(k, k)
+
+
+def _open_text(leader: str, open_: Sequence[str], decisions: Mapping[str, Decided],
+               names: Mapping[str, str] | None = None) -> str:
+    """The decisions still open, in a few words each: 'b vs a: +1.2 %, ~4 more runs each'."""
+    parts = []
+    for k in open_:
+        d = decisions[k]
+        low, high = d.eq_low, d.eq_high
+        where = f"{(1 - 2 * d.alpha) * 100:g} % interval [{low * 100:+.1f}, {high * 100:+.1f}] %" \
+            if low is not None and high is not None else "no interval yet"
+        more = (f"~{d.more_runs} more run{'' if d.more_runs == 1 else 's'} each would decide it"
+                if d.more_runs is not None else "no number of runs would decide it at this noise")
+        parts.append(f"{_named(leader, names)} vs {_named(k, names)} ({where}; {more})")
+    return "; ".join(parts)
+
+
+def _made_text(leader: str, decisions: Mapping[str, Decided], names: Mapping[str, str] | None = None) -> str:
+    counts: dict[str, list[str]] = {}
+    for k, d in decisions.items():
+        counts.setdefault(d.decision, []).append(_named(k, names))
+    words = {"better": "below it", "worse": "above it", "equivalent": "equivalent to it"}
+    return "; ".join(f"{', '.join(v)} {words[dec]}" for dec, v in counts.items() if dec in words)
+
+
 def next_pass(samples: Mapping[str, Sequence[float]], *, cost_per_repeat: Mapping[str, int], passes_done: int,
-              spent: int, budget: int, baseline: str | None = None, complexity: Mapping[str, int] | None = None,
-              step: int = AUTO_STEP, alpha: float = AUTO_ALPHA, max_passes: int = AUTO_MAX_PASSES,
-              max_repeats: int = AUTO_MAX_REPEATS) -> PassPlan:
+              spent: int, budget: int, step: int = AUTO_STEP, alpha: float = AUTO_ALPHA,
+              max_passes: int = AUTO_MAX_PASSES, max_repeats: int = AUTO_MAX_REPEATS,
+              margin: float = DEFAULT_MARGIN, names: Mapping[str, str] | None = None) -> PassPlan:
     """The next pass of `--repeats auto` from the eligible candidates' samples on the primary profile.
 
-    Stops when the leader's lead is significant at `alpha` (the verdict farm would report), after
-    `max_passes` looks, or when the budget cannot pay for the leader's next repeats. Otherwise
-    reruns the leader and every trial whose 95 % interval overlaps the leader's (or, when none
-    does, the runner-up), best mean first, as far as the budget goes.
+    Every trial's comparison with the leader is a decision (`leader_decisions`: better, worse,
+    equivalent within `margin`, or undecided, at `alpha` a look, Holm over all of them). A trial
+    whose decision is made needs no more runs; the leader and every undecided trial get `step`
+    more, best mean first, as far as the budget goes. The loop stops when every decision is
+    made, after `max_passes` looks, or when the budget cannot pay for the leader's next repeats;
+    its reason says which decisions are still open.
     """
-    
     base = dict(pass_index=passes_done + 1, spent=spent, budget=budget)
     finite = {k: [float(v) for v in s if v is not None and math.isfinite(float(v))] for k, s in samples.items()}
     finite = {k: v for k, v in finite.items() if v}
     if len(finite) < 2:
-        return PassPlan(done=True, reason=f"{len(finite)} eligible trial(s): nothing to separate", **base)
+        return PassPlan(done=True, reason=f"{len(finite)} eligible trial(s): nothing to decide", **base)
+    leader, decisions = leader_decisions(finite, alpha=alpha, margin=margin)
+    mean = {k: sum(v) / len(v) for k, v in finite.items()}
+    open_ = sorted((k for k, d in decisions.items() if not d.decided), key=lambda k: -mean[k])
+    lead = _named(leader, names)
+    if not open_:
+        return PassPlan(done=True, reason=f"every decision made (\u03b1 {alpha:g} a look, margin \u00b1{margin * 100:g} %): "
+                                          f"leader {lead}; {_made_text(leader, decisions, names)}", **base)
+    still = f"still open: {_open_text(leader, open_, decisions, names)}"
     if passes_done >= max_passes:
-        return PassPlan(done=True, reason=f"{passes_done} looks taken, the most a sweep takes ({max_passes})", **base)
-    verdict = compare_winner(finite, baseline=baseline if baseline in finite else None, alpha=alpha,
-                             complexity={k: complexity.get(k, 0) for k in finite} if complexity else None)
-    if verdict.decision == "winner":
-        return PassPlan(done=True, reason=f"separated: {verdict.reason}", **base)
-    # Where to spend the runs: the trials whose 95 % interval overlaps the leader's. When none does
-    # but the lead is still not significant at the stricter alpha, the runner-up is what decides.
-    todo = needs_more_runs(finite, verdict.leader, confidence=1 - FAMILY_ALPHA) or [verdict.leader, verdict.runner_up]
-    leader, rest = todo[0], sorted(todo[1:], key=lambda k: -sum(finite[k]) / len(finite[k]))
+        return PassPlan(done=True, reason=f"{passes_done} looks taken, the most a sweep takes ({max_passes}); {still}",
+                        **base)
     chosen, runs = [], 0
-    for k in [leader, *rest]:
+    for k in [leader, *open_]:
         if len(finite[k]) + step > max_repeats:
             continue
         cost = step * max(1, int(cost_per_repeat.get(k, 1)))
@@ -184,30 +215,29 @@ def next_pass(samples: Mapping[str, Sequence[float]], *, cost_per_repeat: Mappin
         chosen.append(k)
         runs += cost
     if leader not in chosen:
-        why = (f"the leader {leader} has {len(finite[leader])} repeats, the most a trial gets ({max_repeats})"
+        why = (f"the leader {lead} has {len(finite[leader])} repeats, the most a trial gets ({max_repeats})"
                if len(finite[leader]) + step > max_repeats else
                f"run budget spent: {spent} of {budget} benchmark runs made, the leader's next {step} repeats "
                f"cost {step * max(1, int(cost_per_repeat.get(leader, 1)))}")
-        return PassPlan(done=True, reason=why, **base)
+        return PassPlan(done=True, reason=f"{why}; {still}", **base)
     if len(chosen) < 2:
-        return PassPlan(done=True, reason=f"no contender of {leader} fits the budget or the repeat limit", **base)
+        return PassPlan(done=True, reason=f"no undecided trial fits the budget or the repeat limit beside the leader "
+                                          f"{lead}; {still}", **base)
     return PassPlan(done=False, trials=chosen, repeats=step, runs=runs,
-                    reason=f"no significant winner yet (alpha {alpha:g}); {len(todo) - 1} trial(s) still close to the "
-                           f"leader {leader}: {step} more repeats for {', '.join(chosen)}", **base)
+                    reason=f"{len(open_)} decision(s) open (\u03b1 {alpha:g} a look, margin \u00b1{margin * 100:g} %): "
+                           f"{_open_text(leader, open_, decisions, names)}; {step} more repeats for "
+                           f"{', '.join(_named(k, names) for k in chosen)}", **base)
 
 
-def auto_samples(results: "Results", settings: "SelectionSettings") -> tuple[dict[str, list[float]], dict[str, int], str | None]:
-    """Eligible candidates' samples on the primary profile (node controls left out), their
-    complexity, and the baseline trial id: the inputs of `next_pass`."""
+def auto_samples(results: "Results", settings: "SelectionSettings") -> dict[str, list[float]]:
+    """Eligible candidates' samples on the primary profile (node controls left out): the input of
+    `next_pass`."""
     info = results.profiles.get(settings.primary_profile)
     if info is not None and info.capacity is not None:
-        return {}, {}, None  # a capacity search runs once per trial: no repeat separates it further
+        return {}  # a capacity search runs once per trial: no repeat separates it further
     table = build_table(results, "total_tps", settings.min_success_rate, settings.slo)
     cells = [c for c in table.on(settings.primary_profile) if c.eligible and c.control_of is None]
-    samples = {c.trial: c.values("total_tps") for c in cells}
-    complexity = {c.trial: complexity_of(table.first[c.trial], settings) for c in cells}
-    baseline = find_baseline(table, results, settings)
-    return samples, complexity, baseline
+    return {c.trial: c.values("total_tps") for c in cells}
 
 
 def pass_from_stored(stored: Sequence["TrialResult"], study: Study, grid: str, sweep_id: str, *,
@@ -226,14 +256,14 @@ def pass_from_stored(stored: Sequence["TrialResult"], study: Study, grid: str, s
         settings = settings_for(records, study, grid=grid)
     except UserError as exc:  # e.g. no run on the primary profile: nothing to refine
         return PassPlan(done=True, reason=exc.reason)
-    samples, complexity, baseline = auto_samples(records, settings)
+    samples = auto_samples(records, settings)
     runs = [run for r in stored for run in r.runs]
     first = sum(1 for run in runs if run.pass_index == 1)
     # A later pass runs the primary profile alone (pass_trial): one run a repeat.
     return next_pass(samples, cost_per_repeat={r.trial.id: 1 for r in stored},
                      passes_done=max((run.pass_index for run in runs), default=1), spent=len(runs),
-                     budget=default_budget(study.max_runs, first), baseline=baseline,
-                     complexity=complexity, alpha=settings.alpha)
+                     budget=default_budget(study.max_runs, first), alpha=settings.alpha,
+                     margin=settings.equivalence_margin, names={r.trial.id: r.trial.label for r in stored})
 
 
 def unfinished_pass(stored: Sequence["TrialResult"], study: Study, grid: str, sweep_id: str) -> PassPlan | None:

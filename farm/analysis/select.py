@@ -10,10 +10,12 @@ requests its profile asked for succeeded. Two strategies:
 
 With repeats, every difference is judged with farm.analysis.stats: per trial and profile the mean and a
 confidence interval of throughput, TTFT and TPOT; on each profile the leader against the
-runner-up and the baseline (relative difference with its interval, Holm over the comparisons).
-`best` recommends a winner only when its lead is significant; otherwise it is a tie and the
-simplest configuration tied with the leader (fewest non-default flags) is recommended. Single
-runs cannot be tested: the leader by mean is recommended, flagged as unconfirmed.
+runner-up and the baseline on the ratio scale (Welch on log throughput, Holm over the
+comparisons), each comparison a decision: better, worse, equivalent within the study's
+`equivalence_margin`, or undecided (with the runs that would decide it). `best` recommends the
+simplest of the leader and the trials proven equivalent to it (fewest non-default flags); a trial
+merely not yet separated from the leader is not called the same, and the leader is recommended.
+Single runs cannot be tested: the leader by mean is recommended, flagged as unconfirmed.
 
 A profile may set SLOs (`slo:` in the study): a trial that breaks one is not eligible there, and
 the reason names the limit and the measured value.
@@ -39,6 +41,7 @@ from farm.analysis.selection.comparisons import (
 )
 from farm.analysis.selection.models import (
     METRIC_LABELS,
+    DiffStat,
     SINGLE_RUN_NOISE,
     STAT_LABELS,
     STAT_METRICS,
@@ -58,10 +61,12 @@ from farm.analysis.selection.rules import (
 from farm.analysis.selection import capacity as capacity_rank
 from farm.analysis.selection.stepwise import _best, stepwise
 from farm.analysis.selection.engines import engine_matchups
+from farm.analysis.stats import MAX_RUNS_EACH
 from farm.errors import UserError
+from farm.study.repeats import FAMILY_ALPHA
 
 # What the rest of farm imports from here (the pieces live in farm.analysis.selection).
-__all__ = ["METRIC_LABELS", "ReportWarning", "SINGLE_RUN_NOISE", "STAT_LABELS", "STAT_METRICS", "STRATEGIES", "Selection",
+__all__ = ["FAMILY_ALPHA", "MAX_RUNS_EACH", "METRIC_LABELS", "DiffStat", "ReportWarning", "SINGLE_RUN_NOISE", "STAT_LABELS", "STAT_METRICS", "STRATEGIES", "Selection",
            "SelectionSettings", "build_table", "complexity_of", "delta_pct", "find_baseline", "pct_text", "select",
            "settings_for"]
 
@@ -101,9 +106,10 @@ def select(results: Results, settings: SelectionSettings, strategy: str = "best"
             raise UserError(f"cannot replay stepwise: {why}", file=results.source, key="--strategy")
         recommended = step_choice
     else:
-        # A winner only when its lead is significant; on a tie the simplest tied configuration.
+        # The leader, or the simplest trial proven equivalent to it.
         recommended = primary_verdict.recommended if primary_verdict else best.trial
-    comparison, unmeasured = compare(table, results, baseline, recommended, settings.alpha, metric) if baseline else ([], [])
+    comparison, unmeasured = compare(table, results, baseline, recommended, settings.alpha, metric,
+                                     settings.equivalence_margin) if baseline else ([], [])
     comparison_profile = settings.engine_comparison_profile or primary
     engines, lead = engine_comparison(table, settings, comparison_profile)
     matchups = engine_matchups(table, settings, results.profiles_with_runs(), metric)
@@ -115,7 +121,8 @@ def select(results: Results, settings: SelectionSettings, strategy: str = "best"
         best_trial=best.trial, stepwise_trial=step_choice, step_grid=settings.step_grid if steps else None,
         trials=_trial_rows(table, 1 - settings.alpha), comparison=comparison, unmeasured=unmeasured,
         engines=engines, engine_lead=lead, engine_matchups=matchups, steps=steps,
-        alpha=settings.alpha, sequential=settings.sequential, verdicts=verdicts,
+        alpha=settings.alpha, sequential=settings.sequential, equivalence_margin=settings.equivalence_margin,
+        verdicts=verdicts,
         # One command for all workloads weighs fixed loads: a capacity run's throughput is at each trial's own load.
         cross_profile=cross_profile(table, results.model_copy(update={"records": [
             r for r in results.records if r.profile not in capacities]}), settings, baseline, verdicts, metric),

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from farm.analysis.limits import overrides_text
 from farm.analysis.records import Results, RunRecord
 from farm.analysis.select import (
     METRIC_LABELS,
+    FAMILY_ALPHA,
+    MAX_RUNS_EACH,
+    DiffStat,
     SINGLE_RUN_NOISE,
     ReportWarning,
     Selection,
@@ -206,6 +211,7 @@ def check_warnings(results: Results, selection: Selection, rate: RateAnalysis | 
     out += check_single_runs(results)
     out += check_selection(selection, results)
     out += check_evidence(selection, results)
+    out += check_contradiction(selection, results)
     order = WARNING_CODES + EVIDENCE_CODES
     return sorted(out, key=lambda w: order.index(w.code) if w.code in order else len(order))
 
@@ -214,8 +220,16 @@ def _fmt_pct(x: float | None, signed: bool = True) -> str:
     return "n/a" if x is None else (f"{x:+.2f} %" if signed else f"{x:.2f} %")
 
 
-def interval_text(d) -> str:
-    """A DiffStat as '+4.10 % [+1.20, +7.00], Holm p = 0.012' (or why it cannot be told)."""
+def decision_word(d) -> str:
+    """A DiffStat's decision in a word or three: 'better', 'equivalent within ±3 %', 'undecided'."""
+    if d.decision == "equivalent" and d.margin_pct is not None:
+        return f"equivalent within \u00b1{d.margin_pct:g} %"
+    return d.decision or ""
+
+
+def interval_text(d, *, decided: bool = True) -> str:
+    """A DiffStat as '+4.10 % [+1.20, +7.00], Holm p = 0.012, better' (or why it cannot be told);
+    `decided=False` leaves the decision out."""
     if d is None:
         return "n/a"
     if d.ci_low_pct is None or d.ci_high_pct is None:
@@ -223,7 +237,91 @@ def interval_text(d) -> str:
             return f"{_fmt_pct(d.relative_pct)} (single runs: no interval, no test)"
         return f"{_fmt_pct(d.relative_pct)} (cannot tell: {d.note or 'no interval'})"
     p = f", Holm p = {d.p_holm:.3g}" if d.p_holm is not None else ""
-    return f"{_fmt_pct(d.relative_pct)} [{d.ci_low_pct:+.2f}, {d.ci_high_pct:+.2f}]{p}"
+    word = f", {decision_word(d)}" if decided and d.decision else ""
+    return f"{_fmt_pct(d.relative_pct)} [{d.ci_low_pct:+.2f}, {d.ci_high_pct:+.2f}]{p}{word}"
+
+
+def decision_text(d: DiffStat, tick=lambda s: s, alpha: float = FAMILY_ALPHA) -> str:
+    """One comparison's decision as one line of the Conclusion: a winner with its interval, a proven
+    equivalence, or what more runs would buy."""
+    a, b = tick(d.a), tick(d.b)
+    if d.decision in ("better", "worse"):
+        return f"{a} is {d.decision} than {b}: {interval_text(d, decided=False)}"
+    if d.decision == "equivalent":
+        return (f"{a} and {b} are equivalent within \u00b1{d.margin_pct:g} %: {_fmt_pct(d.relative_pct)}, "
+                f"{(1 - 2 * alpha) * 100:g} % interval [{d.eq_low_pct:+.2f}, {d.eq_high_pct:+.2f}] %")
+    head = f"{a} vs {b}: cannot tell yet: {interval_text(d, decided=False)}"
+    if d.ci_low_pct is None or d.ci_high_pct is None:
+        return head + "; at least 2 runs each give a first interval"
+    if d.runs_each is None:
+        return head + f"; no number of runs up to {MAX_RUNS_EACH} each would decide it at the current noise"
+    return head + f"; {_more(d.more_runs)} each ({d.runs_each} each) would decide it at the current noise"
+
+
+def _more(n: int) -> str:
+    return f"{n} more run" + ("" if n == 1 else "s")
+
+
+def flipped(d: DiffStat) -> DiffStat:
+    """b against a: the ratio inverted (exact on the ratio scale), its intervals and decision turned round."""
+    def inv(x: float | None) -> float | None:
+        return None if x is None else (100 / (1 + x / 100) - 100)
+
+    turn = {"better": "worse", "worse": "better"}
+    return d.model_copy(update=dict(
+        a=d.b, b=d.a, relative_pct=inv(d.relative_pct), ci_low_pct=inv(d.ci_high_pct), ci_high_pct=inv(d.ci_low_pct),
+        eq_low_pct=inv(d.eq_high_pct), eq_high_pct=inv(d.eq_low_pct), n_a=d.n_b, n_b=d.n_a,
+        decision=turn.get(d.decision, d.decision), why=""))
+
+
+@dataclass
+class Gain:
+    """A trial a section of the report shows significantly faster than the recommended one."""
+
+    profile: str
+    trial: str
+    section: str
+    diff: DiffStat  # the trial against the recommended one: decision `better`
+
+
+def gains_over_recommended(sel: Selection) -> list[Gain]:
+    """Every comparison in the report's sections where another trial is `better` than the
+    recommended one, on any profile (one per profile and trial, the first section found): what
+    the Conclusion must say, never leave to another section."""
+    rec = sel.recommended.trial
+    found: list[tuple[str, str, DiffStat | None]] = []
+    for v in sel.verdicts:
+        found += [(v.profile, "Intervals and verdicts", c) for c in v.comparisons]
+    found += [(r.profile, "Conclusion (against the baseline)", r.delta) for r in sel.comparison]
+    found += [(sel.primary_profile, "Optimization steps", s.delta) for s in sel.steps]
+    if sel.cross_profile is not None:
+        found += [(c.profile, "One command for all workloads", c.cost) for c in sel.cross_profile.costs
+                  if c.cost.a != c.cost.b]
+    found += [(m.profile, "Engines profile by profile", m.diff) for m in sel.engine_matchups]
+    out: dict[tuple[str, str], Gain] = {}
+    for profile, section, d in found:
+        if d is None or d.decision not in ("better", "worse") or rec not in (d.a, d.b) or d.a == d.b:
+            continue
+        mine = d if d.b == rec else flipped(d)  # other against the recommended one
+        if mine.decision == "better":
+            out.setdefault((profile, mine.a), Gain(profile=profile, trial=mine.a, section=section, diff=mine))
+    return list(out.values())
+
+
+def check_contradiction(selection: Selection, results: Results) -> list[ReportWarning]:
+    """A recommendation that another section shows significantly slower, on the profile it was chosen
+    for: the Conclusion says so (never silently), and so does this check."""
+    labels = {r.trial: r.label for r in results.records}
+    out = []
+    for g in gains_over_recommended(selection):
+        if g.profile != selection.primary_profile:
+            continue
+        out.append(ReportWarning(code="contradiction", trial=labels.get(selection.recommended.trial),
+                                 profile=g.profile, message=(
+            f"the recommendation {labels.get(selection.recommended.trial)} is significantly slower than "
+            f"{labels.get(g.trial, g.trial)} on {g.profile}, the profile it was chosen for (\"{g.section}\"): "
+            f"{interval_text(g.diff)}; the {selection.strategy} strategy chose it all the same")))
+    return out
 
 
 def check_evidence(selection: Selection, results: Results) -> list[ReportWarning]:

@@ -23,8 +23,9 @@ PEAK_FACTOR = 10.0         # peak output rate vs mean output rate
 WARNING_CODES = ("rate_mismatch", "tpot_inconsistent", "itl_zero", "single_run",
                  "local_optimum", "no_baseline", "knob_overridden")
 # Checks of the evidence itself (issue 7): differences the data cannot separate, a recommendation
-# whose gain over the baseline is not significant, nodes that differ, knobs tried only up to an edge.
-EVIDENCE_CODES = ("cannot_separate", "not_significant", "regression", "node_effect", "edge_of_range")
+# whose gain over the baseline is not significant, nodes that differ, knobs tried only up to an edge,
+# a recommendation another section shows significantly slower on its own profile (issue 45).
+EVIDENCE_CODES = ("cannot_separate", "not_significant", "regression", "node_effect", "edge_of_range", "contradiction")
 
 
 class _Strict(BaseModel):

@@ -140,8 +140,8 @@ def trial_verdicts(report: Report) -> dict[str, str]:
             out[t.id] = f"recommended ({v.decision.replace('_', ' ')})" if v is not None else "recommended"
         elif not t.eligible:
             out[t.id] = f"not eligible: {t.reason}"
-        elif v is not None and t.id in v.tied:
-            out[t.id] = "tied with the leader"
+        elif v is not None and t.id in v.equivalent:
+            out[t.id] = f"equivalent to the leader within \u00b1{v.margin * 100:g} %"
         elif t.node_control_of:
             out[t.id] = f"node control of {t.node_control_of}"
         else:

@@ -19,7 +19,7 @@ from farm.analysis.select import (
 from farm.engines import ENGINES
 from farm.errors import UserError
 from farm.report.capacity_text import capacity_line, capacity_section, ranking_of
-from farm.report.checks import _fmt_pct, interval_text
+from farm.report.checks import _fmt_pct, _more, decision_text, decision_word, gains_over_recommended, interval_text
 from farm.report.cost import gpu_time_section
 from farm.report.search import search_json, search_sections
 from farm.report.doc import Doc as _Doc
@@ -64,6 +64,7 @@ def report_json(report: Report) -> dict[str, Any]:
         # issue 7: the evidence behind the recommendation
         "alpha": sel.alpha,
         "sequential": sel.sequential,
+        "equivalence_margin": sel.equivalence_margin,
         "verdicts": [v.model_dump() for v in sel.verdicts],
         "cross_profile": sel.cross_profile.model_dump() if sel.cross_profile else None,
         "nodes": sel.nodes.model_dump() if sel.nodes else None,
@@ -106,11 +107,15 @@ def pretty_command(command: str) -> str:
 
 
 def _conclusion(doc: _Doc, report: Report) -> None:
+    """The truth first: the recommended command, then one line per decision (a winner with its
+    interval, a proven equivalence, or what more runs would buy), then the evidence."""
     sel = report.selection
     rec = sel.recommended
     verdict = sel.verdict()
-    if sel.strategy == "best" and verdict is not None and verdict.decision == "tie" and verdict.recommended != verdict.leader:
-        how = "the simplest of the trials the data cannot separate from the best by"
+    margin = f"\u00b1{sel.equivalence_margin * 100:g} %"
+    if sel.strategy == "best" and verdict is not None and verdict.recommended != verdict.leader \
+            and verdict.recommended in verdict.equivalent:
+        how = f"the simplest of the trials proven equivalent (within {margin}) to the best by"
     elif sel.strategy == "best":
         how = "the global best of what was measured: highest"
     else:
@@ -126,6 +131,7 @@ def _conclusion(doc: _Doc, report: Report) -> None:
               f"profile among trials with a success rate of at least {pct_text(floor)}; "
               f"trial {doc.tick(rec.name or rec.trial)}):")
     doc.code(pretty_command(rec.command))
+    _decisions(doc, report)
     if sel.baseline is None:
         doc.p("No baseline: no engine-default trial was measured.")
     else:
@@ -133,7 +139,7 @@ def _conclusion(doc: _Doc, report: Report) -> None:
         doc.p(f"Benchmarks before and after (baseline {doc.tick(b.name or b.trial)}: {b.engine} {b.model} "
               f"{' '.join(b.flags) or 'without flags'}):")
         doc.table(["Profile", "Baseline total TPS", "Baseline mean TPOT (ms)", "Recommended total TPS", "Delta",
-                   "Recommended mean TPOT (ms)", f"Delta {_conf(sel.alpha)} CI, Holm p"],
+                   "Recommended mean TPOT (ms)", f"Delta {_conf(sel.alpha)} CI, Holm p, decision"],
                   [[r.profile, _num(r.baseline_total_tps), _num(r.baseline_tpot_mean_ms), _num(r.recommended_total_tps),
                     _signed(r.delta_pct), _num(r.recommended_tpot_mean_ms), _ci_cell(r.delta)] for r in sel.comparison])
         notes = [f"{r.profile}: {r.note}" for r in sel.comparison if r.note]
@@ -157,6 +163,55 @@ def _conclusion(doc: _Doc, report: Report) -> None:
               + ", ".join(f"{doc.tick(c)} x{n}" for c, n in counts.items()) + ".")
 
 
+def conclusion_decisions(report: Report, tick=lambda s: s) -> list[str]:
+    """The Conclusion's lines, one per decision: the primary profile's verdict (the leader against the
+    runner-up and the baseline, and the equivalence behind a simpler pick), the ordered steps (each
+    against the step it builds on), and every trial another section shows better than the
+    recommended one, on any profile (`gains_over_recommended`): none of them left to another section."""
+    sel = report.selection
+    name = _labels(report)
+    t = lambda x: tick(name.get(x, x))  # noqa: E731
+    gains = {(g.profile, frozenset((g.diff.a, g.diff.b))): g for g in gains_over_recommended(sel)}
+
+    def against(profile: str, d) -> str:
+        g = gains.pop((profile, frozenset((d.a, d.b))), None)
+        if g is None:
+            return ""
+        rec = t(sel.recommended.trial)
+        if profile == sel.primary_profile:
+            return (f" - {t(g.trial)} is better than the recommended {rec} on the profile it was chosen for; the "
+                    f"{sel.strategy} strategy recommends {rec} all the same")
+        return (f" - {t(g.trial)} is better than the recommended {rec} here; the recommendation is for "
+                f"{tick(sel.primary_profile)}")
+
+    lines: list[str] = []
+    v = sel.verdict()
+    if v is not None and ranking_of(sel, v.profile) is None:
+        for c in v.comparisons:
+            role = ", ".join(c.roles).replace("_", "-")
+            lines.append(f"{tick(v.profile)} ({role}): {decision_text(c, t, sel.alpha)}{against(v.profile, c)}")
+    for s in sel.steps:
+        if s.delta is None:
+            continue
+        adds = f"adds {', '.join(tick(f) for f in s.added_flags)}" if s.added_flags else "its engine on defaults"
+        lines.append(f"step {t(s.trial or s.step)} ({adds}; {s.verdict} by the stepwise replay): "
+                     f"{decision_text(s.delta, t, sel.alpha)}{against(sel.primary_profile, s.delta)}")
+    for (profile, _), g in list(gains.items()):
+        lines.append(f"{tick(profile)} (from \"{g.section}\"): {decision_text(g.diff, t, sel.alpha)}"
+                     f"{against(profile, g.diff)}")
+    return lines
+
+
+def _decisions(doc: _Doc, report: Report) -> None:
+    sel = report.selection
+    lines = conclusion_decisions(report, doc.tick)
+    if not lines:
+        return
+    doc.p(f"Decisions (\u03b1 = {sel.alpha:g}; Welch on log throughput, Holm within each family; equivalent: the "
+          f"{(1 - 2 * sel.alpha) * 100:g} % interval of the ratio inside \u00b1{sel.equivalence_margin * 100:g} %):")
+    doc.items(lines)
+
+
 def _conf(alpha: float) -> str:
     return f"{(1 - alpha) * 100:g} %"
 
@@ -166,7 +221,10 @@ def _ci_cell(d) -> str:
         return "n/a"
     if d.ci_low_pct is None or d.ci_high_pct is None:
         return "n/a (single runs)" if min(d.n_a, d.n_b) < 2 else "n/a"
-    mark = "" if d.significant is None else (" (significant)" if d.significant else " (not significant)")
+    if d.decision:
+        mark = f" ({decision_word(d)})"
+    else:
+        mark = "" if d.significant is None else (" (significant)" if d.significant else " (not significant)")
     return f"[{d.ci_low_pct:+.2f}, {d.ci_high_pct:+.2f}] %, p = {d.p_holm:.3g}{mark}"
 
 
@@ -175,7 +233,7 @@ def _labels(report: Report) -> dict[str, str]:
 
 
 def _verdict_paragraph(doc: _Doc, report: Report) -> None:
-    """Winner, tie or cannot-tell on the primary profile, in words, with the intervals behind it."""
+    """The primary profile's decision in words: why this recommendation, with the intervals behind it."""
     sel = report.selection
     v = sel.verdict()
     if v is None:
@@ -185,25 +243,32 @@ def _verdict_paragraph(doc: _Doc, report: Report) -> None:
         return
     name = _labels(report)
     tick = lambda t: doc.tick(name.get(t, t))  # noqa: E731
-    cmp_text = "; ".join(f"{tick(c.a)} vs {tick(c.b)} ({' and '.join(c.roles).replace('_', '-')}): {interval_text(c)}"
-                         for c in v.comparisons)
-    family = f"\u03b1 = {v.alpha:g}, Welch, Holm over {len(v.comparisons)} comparison(s)"
+    margin = f"\u00b1{v.margin * 100:g} %"
+    family = f"\u03b1 = {v.alpha:g}, Welch on log throughput, Holm over {sum(1 for c in v.comparisons if c.roles != ['recommended'])} comparison(s)"
+    lead = v.comparisons[0] if v.comparisons else None
+    simpler = ""
+    if v.recommended != v.leader and v.recommended in v.equivalent:
+        simpler = (f" The simplest of the trials equivalent to the leader within {margin}, {tick(v.recommended)} "
+                   f"({v.complexity.get(v.recommended, 0)} non-default choices against {v.complexity.get(v.leader, 0)} "
+                   f"for {tick(v.leader)}), is recommended: extra flags that buy less than the margin are not worth "
+                   f"carrying.")
     if v.decision == "winner":
-        text = f"Evidence: {tick(v.winner)} wins on {doc.tick(v.profile)}, its lead is significant ({family}): {cmp_text}."
-    elif v.decision == "tie":
-        lead = v.comparisons[0]
-        text = (f"Evidence: no winner on {doc.tick(v.profile)} (a tie): the lead of {tick(v.leader)} over {tick(v.runner_up)} "
-                f"is {interval_text(lead)}, not significant ({family}). The data cannot separate "
-                f"{', '.join(tick(t) for t in v.tied)}; ")
+        text = (f"Evidence: {tick(v.winner)} wins on {doc.tick(v.profile)}: it is better than the runner-up "
+                f"{tick(v.runner_up)}, {interval_text(lead, decided=False)} ({family}).{simpler}")
+    elif v.decision == "equivalent":
+        text = (f"Evidence: on {doc.tick(v.profile)} the leader {tick(v.leader)} and the runner-up {tick(v.runner_up)} "
+                f"are the same within {margin} (equivalent: {interval_text(lead, decided=False)}; {family}).{simpler}")
         if v.recommended == v.leader:
-            text += f"the leader {tick(v.leader)} is recommended, being also the simplest ({v.complexity.get(v.leader, 0)} non-default choices)."
-        else:
-            text += (f"the simplest of them, {tick(v.recommended)} ({v.complexity.get(v.recommended, 0)} non-default choices "
-                     f"against {v.complexity.get(v.leader, 0)} for {tick(v.leader)}), is recommended: extra flags "
-                     f"that buy no measurable throughput are not worth carrying.")
-        if sel.strategy == "best" and v.recommended != sel.recommended.trial:
-            text += f" (The {sel.strategy} strategy's choice differs: see above.)"
+            text += f" The leader {tick(v.leader)} is also the simplest of them, and is recommended."
+    elif v.decision == "undecided":
+        more = (f"{_more(lead.more_runs)} each would decide it at the current noise" if lead.more_runs is not None
+                else "no number of runs would decide it at the current noise")
+        text = (f"Evidence: not decided yet on {doc.tick(v.profile)}: {tick(v.leader)} leads {tick(v.runner_up)} by "
+                f"{interval_text(lead, decided=False)} ({family}), neither a significant difference nor the same within "
+                f"{margin}; {more} (`--repeats auto` runs until each decision is made). The leader by mean is "
+                f"recommended.{simpler}")
     elif v.decision == "cannot_tell":
+        cmp_text = "; ".join(f"{tick(c.a)} vs {tick(c.b)}: {interval_text(c)}" for c in v.comparisons)
         text = (f"Evidence: cannot tell on {doc.tick(v.profile)}: with a single run per trial there is no interval and "
                 f"no test; {tick(v.leader)} leads by its mean alone, unconfirmed ({cmp_text}).")
     else:
@@ -218,9 +283,9 @@ def _verdict_paragraph(doc: _Doc, report: Report) -> None:
                  "\"One command for all workloads\".")
     doc.p(text)
     if sel.sequential:
-        doc.p(f"These runs come from `--repeats auto`, which looks at the data after every pass and stops when the "
-              f"ranking separates. Such optional stopping inflates the chance of a false winner, so every verdict here "
-              f"is judged at \u03b1 = {sel.alpha:g} per look (at most {AUTO_MAX_PASSES} looks: at most "
+        doc.p(f"These runs come from `--repeats auto`, which looks at the data after every pass and stops when every "
+              f"decision is made. Such optional stopping inflates the chance of a false decision, so every decision "
+              f"here is judged at \u03b1 = {sel.alpha:g} per look (at most {AUTO_MAX_PASSES} looks: at most "
               f"{sel.alpha * AUTO_MAX_PASSES:.0%} over all of them, Bonferroni).")
 
 
@@ -236,12 +301,20 @@ def verdict_line(report: Report) -> str | None:
     runs = {t.id: t.repeats for t in sel.trials if t.profile == v.profile}
     lead = v.comparisons[0] if v.comparisons else None
     n = f"{runs.get(v.leader, 0)} vs {runs.get(v.runner_up, 0)} runs" if v.runner_up else ""
+    margin = f"\u00b1{v.margin * 100:g} %"
+    simpler = (f"; recommending the simplest equivalent trial, {name[v.recommended]}"
+               if v.recommended != v.leader and v.recommended in v.equivalent else "")
     if v.decision == "winner":
-        return (f"{name[v.winner]} wins on {v.profile}: {interval_text(lead)} over the runner-up "
-                f"{name[v.runner_up]} ({n}, \u03b1 = {v.alpha:g})")
-    if v.decision == "tie":
-        return (f"no winner on {v.profile} (a tie): {name[v.leader]} leads {name[v.runner_up]} by {interval_text(lead)}, "
-                f"not significant ({n}, \u03b1 = {v.alpha:g}); recommending the simplest tied trial, {name[v.recommended]}")
+        return (f"{name[v.winner]} wins on {v.profile}: {interval_text(lead, decided=False)} over the runner-up "
+                f"{name[v.runner_up]} ({n}, \u03b1 = {v.alpha:g}){simpler}")
+    if v.decision == "equivalent":
+        return (f"equivalent on {v.profile}: {name[v.leader]} and {name[v.runner_up]} are the same within {margin} "
+                f"({interval_text(lead, decided=False)}; {n}, \u03b1 = {v.alpha:g}){simpler}")
+    if v.decision == "undecided":
+        more = f"; {_more(lead.more_runs)} each would decide it" if lead.more_runs is not None else ""
+        return (f"not decided yet on {v.profile}: {name[v.leader]} leads {name[v.runner_up]} by "
+                f"{interval_text(lead, decided=False)} ({n}, \u03b1 = {v.alpha:g}), neither different nor the same "
+                f"within {margin}{more}; recommending the leader by mean{simpler}")
     if v.decision == "cannot_tell":
         return f"cannot tell on {v.profile}: single runs give no interval; {name[v.leader]} leads by its mean alone"
     return f"{name[v.leader]} is the only eligible trial on {v.profile}"
@@ -518,7 +591,7 @@ def _step_evidence(step) -> str:
         return ""
     if step.significance == "cannot_tell":
         return "cannot tell (single runs)"
-    return f"{step.significance.replace('_', ' ')}: {interval_text(step.delta)}"
+    return f"{decision_word(step.delta) or step.significance.replace('_', ' ')}: {interval_text(step.delta, decided=False)}"
 
 
 def _adds(step, doc: _Doc) -> str:

@@ -86,4 +86,4 @@ def test_the_report_compares_the_baseline_across_nodes_and_never_ranks_a_control
     assert len(controls) == 2 and not any(t.eligible for t in controls)
     verdict = sel.verdict()
     assert verdict.candidates == 2  # the two trials of the grid, never a control
-    assert not any("@" in t for t in verdict.tied + [verdict.leader, sel.recommended.trial])
+    assert not any("@" in t for t in verdict.equivalent + [verdict.leader, sel.recommended.trial])

@@ -114,10 +114,13 @@ def profile_verdict(ranking: CapacityRanking, settings: SelectionSettings) -> Pr
     if ranking.recommended is None:
         return None
     found = [r for r in ranking.rows if r.capacity is not None]
+    # A capacity "tie" (the search's intervals overlap) is not a proven equivalence: it is undecided.
+    decision = "undecided" if ranking.decision == "tie" else ranking.decision
     return ProfileVerdict(
-        profile=ranking.profile, decision=ranking.decision, recommended=ranking.recommended,
+        profile=ranking.profile, decision=decision, recommended=ranking.recommended,
         winner=ranking.leader if ranking.decision == "winner" else None, leader=ranking.leader,
-        runner_up=found[1].trial if len(found) > 1 else None, baseline=None, alpha=settings.alpha, tied=ranking.tied,
+        runner_up=found[1].trial if len(found) > 1 else None, baseline=None, alpha=settings.alpha,
+        margin=settings.equivalence_margin, equivalent=[ranking.leader],
         comparisons=[], complexity={r.trial: r.complexity for r in found}, candidates=len(found),
         reason=ranking.reason)
 

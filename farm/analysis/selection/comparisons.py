@@ -45,8 +45,8 @@ def _missing_reason(cell: Cell | None) -> str:
     return f"no successful run ({cell.reason})"
 
 
-def compare(table: Table, results: Results, baseline: str, recommended: str,
-            alpha: float = FAMILY_ALPHA, metric: str = "total_tps") -> tuple[list[ComparisonRow], list[Unmeasured]]:
+def compare(table: Table, results: Results, baseline: str, recommended: str, alpha: float = FAMILY_ALPHA,
+            metric: str = "total_tps", margin: float = fstats.DEFAULT_MARGIN) -> tuple[list[ComparisonRow], list[Unmeasured]]:
     rows, missing = [], []
     for profile in results.profiles_with_runs():
         b, r = table.get(baseline, profile), table.get(recommended, profile)
@@ -58,7 +58,7 @@ def compare(table: Table, results: Results, baseline: str, recommended: str,
                 delta_pct=delta_pct(r.score, b.score) or 0.0,
                 baseline_tpot_mean_ms=b.mean("tpot_mean_ms"), recommended_tpot_mean_ms=r.mean("tpot_mean_ms"),
                 note="; ".join(notes) or None,
-                delta=diff_stat(recommended, baseline, r.values(metric), b.values(metric), alpha)
+                delta=diff_stat(recommended, baseline, r.values(metric), b.values(metric), alpha, margin)
                 if recommended != baseline else None,
             ))
             continue
@@ -132,20 +132,36 @@ def _pct_or_none(x: float | None) -> float | None:
     return None if x is None else x * 100
 
 
-def diff_stat(a: str, b: str, a_values: list[float], b_values: list[float], alpha: float = FAMILY_ALPHA) -> DiffStat:
-    """a against b, unadjusted (p_holm = p until `holm_fill` adjusts a family)."""
-    d = fstats.relative_difference(a_values, b_values, confidence=1 - alpha)
-    return DiffStat(a=a, b=b, relative_pct=_pct_or_none(d.relative), ci_low_pct=_pct_or_none(d.ci_low),
-                    ci_high_pct=_pct_or_none(d.ci_high), p_value=d.p_value, p_holm=d.p_value,
-                    significant=None if d.p_value is None else d.p_value < alpha, n_a=d.n_a, n_b=d.n_b, note=d.note)
+def _decided_fields(decided: fstats.Decided) -> dict:
+    return dict(decision=decided.decision, margin_pct=decided.margin * 100, eq_low_pct=_pct_or_none(decided.eq_low),
+                eq_high_pct=_pct_or_none(decided.eq_high), p_equivalent=decided.p_equivalent,
+                runs_each=decided.runs_each, more_runs=decided.more_runs, why=decided.why)
+
+
+def diff_stat(a: str, b: str, a_values: list[float], b_values: list[float], alpha: float = FAMILY_ALPHA,
+              margin: float = fstats.DEFAULT_MARGIN) -> DiffStat:
+    """a against b on the ratio scale, decided unadjusted (p_holm = p until `holm_fill` adjusts a family)."""
+    d = fstats.relative_difference(a_values, b_values, confidence=1 - alpha, method="log")
+    decided = fstats.decide(d, p_adjusted=d.p_value, alpha=alpha, margin=margin)
+    out = DiffStat(a=a, b=b, relative_pct=_pct_or_none(d.relative), ci_low_pct=_pct_or_none(d.ci_low),
+                   ci_high_pct=_pct_or_none(d.ci_high), p_value=d.p_value, p_holm=d.p_value,
+                   significant=None if d.p_value is None else d.p_value < alpha, n_a=d.n_a, n_b=d.n_b, note=d.note,
+                   **_decided_fields(decided))
+    out._diff = d
+    return out
 
 
 def holm_fill(diffs: list[DiffStat], alpha: float) -> None:
-    """Holm-adjust a family of comparisons in place (the untestable ones stay untested)."""
+    """Holm-adjust a family of comparisons in place, and decide each again with its adjusted p (the
+    untestable ones stay untested)."""
     testable = [d for d in diffs if d.p_value is not None]
     for d, p in zip(testable, fstats.holm([d.p_value for d in testable])):
         d.p_holm = p
         d.significant = p < alpha
+        if d._diff is not None and d.margin_pct is not None:
+            decided = fstats.decide(d._diff, p_adjusted=p, alpha=alpha, margin=d.margin_pct / 100, family=len(testable))
+            for k, v in _decided_fields(decided).items():
+                setattr(d, k, v)
 
 
 def complexity_of(rec: RunRecord, settings: SelectionSettings, baseline_model: str | None = None) -> int:
@@ -179,20 +195,23 @@ def profile_verdict(table: Table, profile: str, settings: SelectionSettings, bas
     complexity = {t: complexity_of(table.first[t], settings, base_model) for t in trials}
     base_ok = baseline if baseline in trials else None
     v = fstats.compare_winner({key[c.trial]: c.values(metric) for c in cells}, baseline=key.get(base_ok),
-                              alpha=settings.alpha, complexity={key[t]: n for t, n in complexity.items()})
+                              alpha=settings.alpha, complexity={key[t]: n for t, n in complexity.items()},
+                              margin=settings.equivalence_margin)
     comparisons = []
     for c in v.comparisons:
         d = c.diff
-        comparisons.append(DiffStat(a=back[c.a], b=back[c.b], relative_pct=_pct_or_none(d.relative),
-                                    ci_low_pct=_pct_or_none(d.ci_low), ci_high_pct=_pct_or_none(d.ci_high),
-                                    p_value=d.p_value, p_holm=c.p_adjusted, significant=c.significant,
-                                    n_a=d.n_a, n_b=d.n_b, note=d.note, roles=list(c.roles)))
+        row = DiffStat(a=back[c.a], b=back[c.b], relative_pct=_pct_or_none(d.relative),
+                       ci_low_pct=_pct_or_none(d.ci_low), ci_high_pct=_pct_or_none(d.ci_high),
+                       p_value=d.p_value, p_holm=c.p_adjusted, significant=c.significant,
+                       n_a=d.n_a, n_b=d.n_b, note=d.note, roles=list(c.roles), **_decided_fields(c.decided))
+        row._diff = d
+        comparisons.append(row)
     return ProfileVerdict(
         profile=profile, decision=v.decision, recommended=back[v.recommended],
         winner=back[v.winner] if v.winner else None, leader=back[v.leader],
         runner_up=back[v.runner_up] if v.runner_up else None, baseline=base_ok, alpha=settings.alpha,
-        tied=[back[k] for k in v.tied], comparisons=comparisons, complexity=complexity, candidates=len(cells),
-        reason=v.reason,
+        margin=settings.equivalence_margin, equivalent=[back[k] for k in v.equivalent], comparisons=comparisons,
+        complexity=complexity, candidates=len(cells), reason=v.reason,
     )
 
 
@@ -225,7 +244,7 @@ def cross_profile(table: Table, results: Results, settings: SelectionSettings, b
             profile=pc.profile, winner=winner, total_tps=pc.mean, winner_total_tps=per_profile[pc.profile][winner],
             vs_baseline_pct=pc.relative_to_baseline * 100,
             cost=diff_stat(pick.trial, winner, table.get(pick.trial, pc.profile).values(metric),
-                           table.get(winner, pc.profile).values(metric), settings.alpha)))
+                           table.get(winner, pc.profile).values(metric), settings.alpha, settings.equivalence_margin)))
     holm_fill([c.cost for c in costs if c.cost.a != c.cost.b], settings.alpha)
     return out.model_copy(update={"costs": costs, "worst_case_pct": _pct_or_none(pick.worst_case_relative),
                                   "worst_profile": pick.worst_profile, "geomean_pct": _pct_or_none(pick.geomean_relative),
@@ -251,7 +270,8 @@ def node_check(table: Table, settings: SelectionSettings, baseline: str | None, 
     for node, values in sorted(by_node.items()):
         others = [v for n, vs in by_node.items() if n != node for v in vs]
         rows.append(NodeRow(node=node, runs=len(values), total_tps=metric_stats(values, confidence),
-                            vs_others=diff_stat(node, "other nodes", values, others, settings.alpha)))
+                            vs_others=diff_stat(node, "other nodes", values, others, settings.alpha,
+                                                settings.equivalence_margin)))
     holm_fill([r.vs_others for r in rows], settings.alpha)
     return NodeCheck(profile=settings.primary_profile, trial=baseline, nodes=rows,
                      effect=any(r.vs_others.significant for r in rows))
@@ -330,7 +350,8 @@ def _step_significance(rows: list[StepRow], table: Table, settings: SelectionSet
         a, b = table.get(row.trial, settings.primary_profile), table.get(other.trial, settings.primary_profile)
         if a is None or b is None:
             continue
-        row.delta = diff_stat(row.trial, other.trial, a.values(metric), b.values(metric), settings.alpha)
+        row.delta = diff_stat(row.trial, other.trial, a.values(metric), b.values(metric), settings.alpha,
+                              settings.equivalence_margin)
         judged.append(row)
     holm_fill([r.delta for r in judged], settings.alpha)
     for row in judged:

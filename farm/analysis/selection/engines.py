@@ -42,7 +42,8 @@ def engine_matchups(table: Table, settings: SelectionSettings, profiles: list[st
                 profile=profile, at=at, leader=lead, runner_up=second,
                 leader_trial=ra.name or a.trial, runner_up_trial=rb.name or b.trial,
                 leader_tps=a.score, runner_up_tps=b.score,
-                diff=diff_stat(a.trial, b.trial, a.values(metric), b.values(metric), settings.alpha),
+                diff=diff_stat(a.trial, b.trial, a.values(metric), b.values(metric), settings.alpha,
+                              settings.equivalence_margin),
                 limits_apart=limits_apart(ra.limits, rb.limits, names=(lead, second))))
     holm_fill([m.diff for m in out], settings.alpha)
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from farm.analysis import stats as fstats
 from farm.analysis.limits import EffectiveLimits
@@ -80,6 +80,9 @@ class SelectionSettings(_Strict):
     sequential: bool = Field(
         default=False, description="The runs come from `--repeats auto` (optional stopping): alpha is per look."
     )
+    equivalence_margin: float = Field(
+        default=fstats.DEFAULT_MARGIN, gt=0, lt=1,
+        description="Two trials within [1/(1+m), 1+m] of each other (the ratio's (1 - 2 alpha) interval) are the same.")
 
     @field_validator("required_flags", mode="before")
     @classmethod
@@ -140,6 +143,7 @@ def settings_for(results: Results, study: "Study", *, baseline: str | None = Non
         slo={name: p.slo for name, p in study.profiles.items() if p.slo is not None},
         alpha=alpha_for(study.repeats),
         sequential=is_auto(study.repeats),
+        equivalence_margin=getattr(study, "equivalence_margin", fstats.DEFAULT_MARGIN),
     )
 
 
@@ -198,20 +202,36 @@ class TrialRow(_Strict):
 
 
 class DiffStat(_Strict):
-    """Relative difference of two trials' means (a against b), with its interval and test."""
+    """Two trials (a against b) on the ratio scale: the relative difference, its interval, its test
+    and its decision (better, worse, equivalent within the margin, undecided)."""
 
     a: str = Field(description="Trial id of a.")
     b: str = Field(description="Trial id of b.")
-    relative_pct: float | None = Field(description="(mean a / mean b - 1) x 100.")
-    ci_low_pct: float | None = Field(description="Lower end of its interval (Welch/Fieller), in %; none when untestable.")
+    relative_pct: float | None = Field(description="(ratio of a's to b's geometric mean - 1) x 100.")
+    ci_low_pct: float | None = Field(description="Lower end of its (1 - alpha) interval (Welch on the logs, back-"
+                                     "transformed), in %; none when untestable.")
     ci_high_pct: float | None = Field(description="Upper end, in %.")
-    p_value: float | None = Field(description="Welch's two-sided p-value; none when untestable (a single run).")
+    p_value: float | None = Field(description="Welch's two-sided p-value on the logs; none when untestable (a single run).")
     p_holm: float | None = Field(default=None, description="Holm-adjusted over the family of comparisons it belongs to.")
     significant: bool | None = Field(default=None, description="p_holm < alpha; none when untestable.")
     n_a: int
     n_b: int
     note: str = ""
     roles: list[str] = Field(default_factory=list, description="Why the comparison was made (runner_up, baseline).")
+    decision: fstats.Decision | None = Field(default=None, description=(
+        "better / worse: a differs from b (p_holm < alpha); equivalent: the (1 - 2 alpha) interval of the ratio lies "
+        "inside [1/(1+m), 1+m]; undecided: neither. None only where no decision was asked for."))
+    margin_pct: float | None = Field(default=None, description="The equivalence margin m, in %.")
+    eq_low_pct: float | None = Field(default=None, description="Lower end of the (1 - 2 alpha) interval of the ratio "
+                                     "(what equivalence is judged on), in %.")
+    eq_high_pct: float | None = Field(default=None, description="Upper end, in %.")
+    p_equivalent: float | None = Field(default=None, description="TOST p-value (the larger one-sided p).")
+    runs_each: int | None = Field(default=None, description="Undecided: runs per side at which the current noise "
+                                  "and difference would decide it; none when decided or when no number would.")
+    more_runs: int | None = Field(default=None, description="Undecided: runs each side still needs to reach `runs_each`.")
+    why: str = Field(default="", description="The decision in words.")
+    # The two-sample result behind it (not serialized): Holm's adjustment of a family re-decides from it.
+    _diff: fstats.Diff | None = PrivateAttr(default=None)
 
 
 class ComparisonRow(_Strict):
@@ -299,24 +319,30 @@ class StepRow(_Strict):
     reason: str
     significance: Literal["significant", "not_significant", "cannot_tell"] | None = Field(
         default=None, description="Whether its difference from the step before is real (Holm over the steps judged); "
-        "cannot_tell with single runs; none when the step was not judged."
+        "cannot_tell with single runs; none when the step was not judged. Its decision (better, worse, equivalent, "
+        "undecided) is `delta.decision`."
     )
     delta: DiffStat | None = Field(default=None, description="This step against the step it builds on.")
 
 
 class ProfileVerdict(_Strict):
-    """Winner, tie or cannot-tell on one profile: the leader against the runner-up and the baseline."""
+    """The decision on one profile: the leader against the runner-up and the baseline."""
 
     profile: str
-    decision: Literal["winner", "tie", "cannot_tell", "only_candidate"]
-    recommended: str = Field(description="Trial id recommended on this profile (the winner, or the simplest tied trial).")
+    decision: Literal["winner", "equivalent", "undecided", "cannot_tell", "only_candidate"] = Field(description=(
+        "The leader against the runner-up: winner (better), equivalent (within the margin), undecided (neither "
+        "yet), cannot_tell (single runs), only_candidate."))
+    recommended: str = Field(description="Trial id recommended on this profile: the simplest of the leader and the "
+                             "trials proven equivalent to it.")
     winner: str | None = Field(description="The significant winner; none unless decision is 'winner'.")
     leader: str = Field(description="Best mean.")
     runner_up: str | None
     baseline: str | None = Field(description="The baseline, when it is eligible on this profile.")
     alpha: float
-    tied: list[str] = Field(description="Trials not significantly below the leader (leader included).")
-    comparisons: list[DiffStat] = Field(description="Leader vs runner-up and vs baseline, Holm-adjusted together.")
+    margin: float = Field(default=fstats.DEFAULT_MARGIN, description="Equivalence margin (fraction).")
+    equivalent: list[str] = Field(description="The leader and the trials proven equivalent to it within the margin.")
+    comparisons: list[DiffStat] = Field(description="Leader vs runner-up and vs baseline, Holm-adjusted together; "
+                                        "vs the recommended trial when it is a simpler equivalent one.")
     complexity: dict[str, int] = Field(default_factory=dict, description="Non-default flags of each candidate.")
     candidates: int = Field(description="Eligible trials ranked.")
     reason: str
@@ -408,7 +434,9 @@ class Selection(_Strict):
     steps: list[StepRow]
     alpha: float = Field(default=FAMILY_ALPHA, description="Significance level of the verdicts.")
     sequential: bool = Field(default=False, description="Runs from `--repeats auto`: alpha is per look.")
-    verdicts: list[ProfileVerdict] = Field(default_factory=list, description="Winner or tie on each profile.")
+    equivalence_margin: float = Field(default=fstats.DEFAULT_MARGIN, description="The study's equivalence margin "
+                                      "(fraction): decisions call two trials the same within [1/(1+m), 1+m].")
+    verdicts: list[ProfileVerdict] = Field(default_factory=list, description="The decision on each profile.")
     cross_profile: CrossProfile | None = None
     nodes: NodeCheck | None = None
     pareto: dict[str, list[str]] = Field(

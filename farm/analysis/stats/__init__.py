@@ -1,4 +1,4 @@
-"""Statistics for benchmark repeats: intervals, relative differences, Holm, winner or tie.
+"""Statistics for benchmark repeats: intervals, relative differences, Holm, decisions.
 
 Pure: numpy, scipy and pydantic only (no ray, no mlflow), so selection can be recomputed from
 stored results at any time. Every function takes plain numbers (the samples of one metric, one
@@ -11,6 +11,13 @@ Conventions
   silently averaged in. A failed run should not reach this module as a number at all; the count
   makes it visible when one does.
 - One run gives a mean but no interval and no test: results then say ``cannot_tell``.
+- ``method="log"`` (what selection's decisions use): throughput lives on a ratio scale, so the
+  test is Welch's on log(throughput): the difference of the log means is the log of the ratio
+  of the geometric means, and its interval, back-transformed, is the ratio's. A comparison then
+  *decides* (``decide``): ``better`` / ``worse`` (Holm-adjusted p < alpha), ``equivalent`` (TOST:
+  the (1 - 2 alpha) interval of the ratio inside [1/(1+m), 1+m], m the study's margin, 3 % by
+  default: symmetric on the log scale, so "a is the same as b" is "b is the same as a"), or
+  ``undecided``, with the runs per side at which the current noise would decide it.
 - ``method="welch"`` (default): Welch's t-test for the p-value and Fieller's interval for the
   ratio of means, both with the Welch–Satterthwaite degrees of freedom. At ratio 1 Fieller's
   statistic *is* Welch's t, so the interval excludes "no difference" exactly when p < 1 -
@@ -31,13 +38,18 @@ Conventions
 from farm.analysis.stats.difference import Diff, relative_difference
 from farm.analysis.stats.edges import EdgeWarning, edge_warnings, pareto_front
 from farm.analysis.stats.summary import Summary, summarize
-from farm.analysis.stats.verdict import Comparison, RankedCandidate, Verdict, compare_winner, holm, needs_more_runs
+from farm.analysis.stats.verdict import (DEFAULT_MARGIN, MAX_RUNS_EACH, Comparison, Decided, Decision, RankedCandidate, Verdict,
+                                        compare_winner, decide, holm, leader_decisions)
 from farm.analysis.stats.workloads import CrossProfileEntry, CrossProfileRanking, ProfileCost, worst_case_relative
 
 __all__ = [
     "Summary",
     "Diff",
     "Comparison",
+    "Decided",
+    "Decision",
+    "DEFAULT_MARGIN",
+    "MAX_RUNS_EACH",
     "RankedCandidate",
     "Verdict",
     "ProfileCost",
@@ -48,7 +60,8 @@ __all__ = [
     "relative_difference",
     "holm",
     "compare_winner",
-    "needs_more_runs",
+    "decide",
+    "leader_decisions",
     "worst_case_relative",
     "pareto_front",
     "edge_warnings",

@@ -1,4 +1,5 @@
-"""Two samples: the relative difference of their means, its interval (Welch/Fieller or bootstrap) and p-value."""
+"""Two samples: the relative difference of their means, its interval (Welch on the logs, Welch/Fieller or
+bootstrap) and p-value."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from farm.analysis.stats.summary import Samples, _check_confidence, _clean, _Mod
 class Diff(_Model):
     """Relative difference of two trials' means (a against b) with its interval and p-value."""
 
-    method: Literal["welch", "bootstrap"] = Field(description="How the interval was computed.")
+    method: Literal["welch", "bootstrap", "log"] = Field(description="How the interval was computed: `log` "
+                                                         "on the ratio scale (Welch on the logs), `welch` "
+                                                         "(Fieller), `bootstrap`.")
     confidence: float = Field(description="Confidence level of the interval; alpha = 1 - confidence.")
     n_a: int = Field(description="Finite samples of a.")
     n_b: int = Field(description="Finite samples of b.")
@@ -22,7 +25,8 @@ class Diff(_Model):
     n_dropped_b: int = Field(default=0, description="Non-finite samples of b left out.")
     mean_a: float | None = Field(description="Mean of a; None when a has no finite sample.")
     mean_b: float | None = Field(description="Mean of b; None when b has no finite sample.")
-    relative: float | None = Field(description="mean_a / mean_b - 1; None when undefined (no data or mean_b = 0).")
+    relative: float | None = Field(description="mean_a / mean_b - 1 (method `log`: the ratio of the geometric means "
+                                   "- 1); None when undefined (no data or mean_b = 0).")
     ci_low: float | None = Field(description="Lower end of the interval of the relative difference; None if none.")
     ci_high: float | None = Field(description="Upper end of the interval of the relative difference; None if none.")
     p_value: float | None = Field(description="Two-sided Welch t-test p-value for equal means; None if untestable.")
@@ -31,6 +35,14 @@ class Diff(_Model):
     )
     cannot_tell: bool = Field(description="True when the data cannot support a test (n < 2 on a side, no data).")
     note: str = Field(default="", description="Why the result is what it is, when that is not the ordinary case.")
+    log_ratio: float | None = Field(default=None, description="Method `log`: mean log a - mean log b (the log of "
+                                    "`relative` + 1); None otherwise or when untestable.")
+    log_se: float | None = Field(default=None, description="Method `log`: its standard error (Welch); 0 when both "
+                                 "sides are constant.")
+    df: float | None = Field(default=None, description="Method `log`: Welch-Satterthwaite degrees of freedom.")
+    log_sd_a: float | None = Field(default=None, description="Method `log`: standard deviation of log a (about a's "
+                                   "coefficient of variation).")
+    log_sd_b: float | None = Field(default=None, description="Method `log`: standard deviation of log b.")
 
 
 def _welch_df(va: float, na: int, vb: float, nb: int) -> float:
@@ -57,7 +69,7 @@ def relative_difference(
     a_samples: Samples,
     b_samples: Samples,
     *,
-    method: Literal["welch", "bootstrap"] = "welch",
+    method: Literal["welch", "bootstrap", "log"] = "welch",
     confidence: float = 0.95,
     seed: int = 0,
     n_resamples: int = 10_000,
@@ -67,10 +79,15 @@ def relative_difference(
     See the module docstring for the methods and the edge cases (n = 1, zero variance, NaN).
     """
     _check_confidence(confidence)
-    if method not in ("welch", "bootstrap"):
-        raise ValueError(f"method must be 'welch' or 'bootstrap', got {method!r}")
+    if method not in ("welch", "bootstrap", "log"):
+        raise ValueError(f"method must be 'log', 'welch' or 'bootstrap', got {method!r}")
     a, da = _clean(a_samples)
     b, db = _clean(b_samples)
+    if method == "log" and a.size and b.size and (a.min() <= 0 or b.min() <= 0):
+        # A ratio scale needs positive values: a zero or negative sample is tested on the linear scale.
+        d = relative_difference(a_samples, b_samples, method="welch", confidence=confidence)
+        return d.model_copy(update={"note": (d.note + "; " if d.note else "") + "a sample <= 0: the log-ratio test "
+                                    "does not apply, Welch/Fieller on the means instead"})
     na, nb = int(a.size), int(b.size)
     ma = float(a.mean()) if na else None
     mb = float(b.mean()) if nb else None
@@ -91,6 +108,8 @@ def relative_difference(
         return untestable(f"a single run (n_a={na}, n_b={nb}) gives no interval and no test", rel)
 
     alpha = 1 - confidence
+    if method == "log":
+        return _log_ratio(a, b, alpha, base)
     va, vb = float(a.var(ddof=1)), float(b.var(ddof=1))
 
     if va == 0 and vb == 0:
@@ -137,3 +156,30 @@ def relative_difference(
                 f"bootstrap with n={min(na, nb)} understates the interval; Welch is the better choice")
     return Diff(**base, relative=rel, ci_low=lo, ci_high=hi, p_value=p, significant=p < alpha,
                 cannot_tell=False, note=note)
+
+
+def _log_ratio(a: np.ndarray, b: np.ndarray, alpha: float, base: dict) -> Diff:
+    """Welch's test on log a against log b: the difference of the log means is the log of the ratio
+    of the geometric means; its interval, back-transformed, is the ratio's."""
+    la, lb = np.log(a), np.log(b)
+    na, nb = la.size, lb.size
+    d = float(la.mean() - lb.mean())
+    va, vb = float(la.var(ddof=1)), float(lb.var(ddof=1))
+    rel = math.expm1(d)
+    logs = dict(log_ratio=d, log_sd_a=math.sqrt(va), log_sd_b=math.sqrt(vb))
+    if va == 0 and vb == 0:
+        if d == 0:
+            return Diff(**base, relative=0.0, ci_low=0.0, ci_high=0.0, p_value=1.0, significant=False,
+                        cannot_tell=False, log_se=0.0, df=None, **logs,
+                        note="every repeat identical on both sides and equal: no difference")
+        return Diff(**base, relative=rel, ci_low=rel, ci_high=rel, p_value=0.0, significant=True, cannot_tell=False,
+                    log_se=0.0, df=None, **logs, note="every repeat identical on both sides but the constants differ: "
+                    "an exact difference for these runs (zero noise observed)")
+    from scipy import stats as _st  # seconds to import: only a comparison of repeated runs pays for it
+
+    se = math.sqrt(va / na + vb / nb)
+    df = _welch_df(va, na, vb, nb)
+    p = float(2 * _st.t.sf(abs(d) / se, df))
+    half = float(_st.t.ppf(1 - alpha / 2, df)) * se
+    return Diff(**base, relative=rel, ci_low=math.expm1(d - half), ci_high=math.expm1(d + half), p_value=p,
+                significant=p < alpha, cannot_tell=False, log_se=se, df=df, **logs)

@@ -1,7 +1,9 @@
-"""Winner or tie: Holm's correction over the leader's comparisons, the verdict, and whether more runs would help."""
+"""Decisions: Holm's correction, one comparison's decision (better, worse, equivalent within a margin, undecided),
+the verdict over the leader's comparisons, and what more runs would buy."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
@@ -34,7 +36,132 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Winner or tie
+# One comparison's decision: better, worse, equivalent within the margin, or undecided
+
+Decision = Literal["better", "worse", "equivalent", "undecided"]
+
+# The study's default equivalence margin: a ratio within [1/1.03, 1.03] counts as the same.
+DEFAULT_MARGIN = 0.03
+# How far "N more runs each would decide" looks ahead.
+MAX_RUNS_EACH = 100
+
+
+class Decided(_Model):
+    """What one comparison (a against b) decides, on the ratio scale.
+
+    - `better` / `worse`: a's ratio to b differs from 1 at the family's alpha (the Holm-adjusted
+      p-value of Welch's test on the logs), in a's favour or against it;
+    - `equivalent`: the (1 - 2 alpha) interval of the ratio lies inside [1/(1+m), 1+m] (TOST at
+      alpha: both one-sided tests reject a ratio at or beyond the margin). The margin is symmetric
+      on the log scale, so a is equivalent to b exactly when b is to a. A difference that is
+      significant but proven smaller than the margin is `equivalent`: the margin is the study's
+      statement of the smallest difference that matters;
+    - `undecided`: neither; `runs_each` says at how many runs per side the current noise and the
+      current difference would decide it.
+    """
+
+    decision: Decision
+    margin: float = Field(description="Equivalence margin m (fraction): the same within [1/(1+m), 1+m].")
+    alpha: float = Field(description="Significance level of the decision.")
+    eq_low: float | None = Field(default=None, description="Lower end of the (1 - 2 alpha) interval of the ratio - 1.")
+    eq_high: float | None = Field(default=None, description="Upper end of the (1 - 2 alpha) interval of the ratio - 1.")
+    p_equivalent: float | None = Field(default=None, description="TOST p-value (the larger one-sided p); None if untestable.")
+    runs_each: int | None = Field(default=None, description="Undecided: runs per side at which the current noise and "
+                                  f"difference would decide it (up to {MAX_RUNS_EACH}); None when decided or when no "
+                                  "such number exists (too noisy) or can be said.")
+    more_runs: int | None = Field(default=None, description="Undecided: runs each side still needs to reach `runs_each`.")
+    why: str = Field(description="The decision in words.")
+
+    @property
+    def decided(self) -> bool:
+        return self.decision != "undecided"
+
+
+def _pct1(x: float) -> str:
+    return f"{x * 100:+.1f} %"
+
+
+def decide(diff: Diff, *, p_adjusted: float | None, alpha: float, margin: float = DEFAULT_MARGIN,
+           higher_is_better: bool = True, family: int = 1) -> Decided:
+    """The decision of one comparison from its difference (method `log`) and its Holm-adjusted p.
+
+    `family` is the number of comparisons Holm adjusts over: "N more runs" assumes the worst
+    case of its correction (alpha / family) for a difference.
+    """
+    if not 0 < margin < 1:
+        raise ValueError(f"margin must be between 0 and 1, got {margin}")
+    base = dict(margin=margin, alpha=alpha)
+    sig = p_adjusted is not None and p_adjusted < alpha
+
+    def direction() -> Decision:
+        up = (diff.relative or 0) > 0
+        return "better" if up == higher_is_better else "worse"
+
+    if diff.cannot_tell or diff.p_value is None:
+        fewest = min(diff.n_a, diff.n_b)
+        more = max(0, 2 - fewest) if diff.mean_a is not None and diff.mean_b is not None else None
+        return Decided(decision="undecided", **base, runs_each=2 if more else None, more_runs=more or None,
+                       why=f"cannot tell: {diff.note}" if diff.note else "cannot tell")
+    if diff.log_ratio is None:  # a linear-scale test (a sample <= 0): no equivalence on the ratio scale
+        if sig:
+            return Decided(decision=direction(), **base, why=f"significant ({diff.note})")
+        return Decided(decision="undecided", **base, why=f"not significant, and no equivalence test ({diff.note})")
+    from scipy import stats as _st  # seconds to import: only repeated runs get here
+
+    d, se, bound = diff.log_ratio, diff.log_se or 0.0, math.log1p(margin)
+    if se == 0:
+        lo = hi = d
+        p_eq = 0.0 if abs(d) < bound else 1.0
+    else:
+        half = float(_st.t.ppf(1 - alpha, diff.df)) * se
+        lo, hi = d - half, d + half
+        p_eq = float(max(_st.t.sf((d + bound) / se, diff.df), _st.t.cdf((d - bound) / se, diff.df)))
+    interval = dict(eq_low=math.expm1(lo), eq_high=math.expm1(hi), p_equivalent=p_eq)
+    shown = f"{(1 - 2 * alpha) * 100:g} % interval [{_pct1(math.expm1(lo))}, {_pct1(math.expm1(hi))}]"
+    if -bound < lo and hi < bound:
+        extra = ", a significant difference smaller than the margin" if sig else ""
+        return Decided(decision="equivalent", **base, **interval,
+                       why=f"equivalent within \u00b1{margin * 100:g} %: its {shown} lies inside the margin{extra}")
+    if sig:
+        return Decided(decision=direction(), **base, **interval,
+                       why=f"{direction()}: {_pct1(diff.relative)}, Holm-adjusted p = {p_adjusted:.3g} < {alpha:g}")
+    runs = _runs_to_decide(d, diff, alpha, bound, family)
+    have = max(diff.n_a, diff.n_b)
+    if runs is None:
+        noise = math.sqrt(((diff.log_sd_a or 0) ** 2 + (diff.log_sd_b or 0) ** 2) / 2)
+        tail = (f"no number of runs up to {MAX_RUNS_EACH} each would decide it at the current noise (a CV of about "
+                f"{noise * 100:.1f} % a run)")
+    else:
+        more = runs - have
+        tail = f"{more} more run{'' if more == 1 else 's'} each ({runs} each) would decide it at the current noise"
+    return Decided(decision="undecided", **base, **interval, runs_each=runs,
+                   more_runs=None if runs is None else runs - min(diff.n_a, diff.n_b),
+                   why=f"undecided: {_pct1(diff.relative)} is neither significant nor inside \u00b1{margin * 100:g} % "
+                       f"({shown}); {tail}")
+
+
+def _runs_to_decide(d: float, diff: Diff, alpha: float, bound: float, family: int) -> int | None:
+    """Runs per side at which a difference `d` (log ratio) with the observed noise (the two sides'
+    log standard deviations, pooled) would be significant at alpha / family, or its (1 - 2 alpha)
+    interval inside the margin; None when no number up to MAX_RUNS_EACH would do."""
+    from scipy import stats as _st
+
+    var = ((diff.log_sd_a or 0) ** 2 + (diff.log_sd_b or 0) ** 2) / 2
+    if var == 0:
+        return None
+    n = np.arange(max(diff.n_a, diff.n_b) + 1, MAX_RUNS_EACH + 1)
+    if n.size == 0:
+        return None
+    se = np.sqrt(2 * var / n)
+    df = 2 * n - 2
+    apart = abs(d) / se > _st.t.ppf(1 - alpha / (2 * family), df)
+    inside = abs(d) + _st.t.ppf(1 - alpha, df) * se < bound
+    hit = np.flatnonzero(apart | inside)
+    return int(n[hit[0]]) if hit.size else None
+
+
+# ---------------------------------------------------------------------------------------------
+# The verdict: the leader against the runner-up and the baseline
 
 
 class Comparison(_Model):
@@ -42,10 +169,11 @@ class Comparison(_Model):
 
     a: str = Field(description="The leader.")
     b: str = Field(description="The trial it is compared with.")
-    roles: list[Literal["runner_up", "baseline"]] = Field(description="Why this comparison was made.")
-    diff: Diff = Field(description="Relative difference mean_a / mean_b - 1 with interval and raw p-value.")
+    roles: list[Literal["runner_up", "baseline", "recommended"]] = Field(description="Why this comparison was made.")
+    diff: Diff = Field(description="Relative difference of a against b (ratio scale) with interval and raw p-value.")
     p_adjusted: float | None = Field(description="Holm-adjusted p-value over the comparisons made; None if untestable.")
     significant: bool | None = Field(description="p_adjusted < alpha; None if untestable.")
+    decided: Decided = Field(description="better / worse / equivalent / undecided, with what more runs would buy.")
 
 
 class RankedCandidate(_Model):
@@ -56,22 +184,22 @@ class RankedCandidate(_Model):
     summary: Summary = Field(description="Mean and interval of the metric.")
     complexity: int | None = Field(description="Number of non-default flags; None when not given.")
     vs_leader: Diff | None = Field(description="Leader against this trial, unadjusted; None for the leader itself.")
-    tied_with_leader: bool | None = Field(
-        description="True: no significant difference from the leader (unadjusted test); False: the leader is "
-        "significantly better; None: cannot tell (a single run). The leader is tied with itself."
-    )
+    vs_leader_decision: Decision | None = Field(
+        default=None, description="The leader against this trial, unadjusted: better (the leader is ahead), "
+        "equivalent, undecided; None for the leader itself.")
 
 
-Decision = Literal["winner", "tie", "cannot_tell", "only_candidate"]
+VerdictDecision = Literal["winner", "equivalent", "undecided", "cannot_tell", "only_candidate"]
 
 
 class Verdict(_Model):
     """Which trial to recommend for one metric and profile, and why."""
 
-    decision: Decision = Field(
-        description="winner: the leader's lead over the runner-up is significant after Holm; tie: it is not, "
-        "and the simplest trial tied with the leader is recommended; cannot_tell: single runs, no test is "
-        "possible and the leader by mean is recommended unconfirmed; only_candidate: nothing to compare."
+    decision: VerdictDecision = Field(
+        description="The leader against the runner-up: winner (better, after Holm); equivalent (within the margin: "
+        "the simplest trial equivalent to the leader is recommended); undecided (neither yet: the leader is "
+        "recommended by its mean, and the comparison says what more runs would buy); cannot_tell (single runs: no "
+        "test); only_candidate (nothing to compare)."
     )
     winner: str | None = Field(description="The significant winner; None unless decision is 'winner'.")
     recommended: str = Field(description="The trial to recommend.")
@@ -80,9 +208,11 @@ class Verdict(_Model):
     baseline: str | None = Field(description="The baseline trial, if given.")
     higher_is_better: bool = Field(description="Direction of the metric (throughput: True, latency: False).")
     alpha: float = Field(description="Family-wise significance level for the Holm-corrected comparisons.")
+    margin: float = Field(default=DEFAULT_MARGIN, description="Equivalence margin (fraction).")
     ranking: list[RankedCandidate] = Field(description="All trials with data, best mean first.")
-    comparisons: list[Comparison] = Field(description="The comparisons made (leader vs runner-up, vs baseline).")
-    tied: list[str] = Field(description="Trials tied with the leader (leader included), best mean first.")
+    comparisons: list[Comparison] = Field(description="The comparisons made (leader vs runner-up, vs baseline, "
+                                          "vs the recommended trial when it is not the leader).")
+    equivalent: list[str] = Field(description="The leader and the trials proven equivalent to it, best mean first.")
     excluded: dict[str, str] = Field(default_factory=dict, description="Trials left out, with the reason.")
     reason: str = Field(description="Human-readable explanation of the decision.")
 
@@ -99,7 +229,7 @@ def _describe(c: Comparison, alpha: float) -> str:
     if d.ci_low is not None and d.ci_high is not None:
         s += f" [{d.confidence * 100:.0f} % CI {_pct(d.ci_low)}, {_pct(d.ci_high)}]"
     rel = "<" if c.significant else ">="
-    s += f", Holm-adjusted p = {c.p_adjusted:.3g} {rel} {alpha:g}"
+    s += f", Holm-adjusted p = {c.p_adjusted:.3g} {rel} {alpha:g}: {c.decided.decision}"
     return s
 
 
@@ -110,20 +240,24 @@ def compare_winner(
     higher_is_better: bool = True,
     alpha: float = 0.05,
     complexity: Mapping[str, int] | None = None,
-    method: Literal["welch", "bootstrap"] = "welch",
+    method: Literal["welch", "bootstrap", "log"] = "log",
     seed: int = 0,
+    margin: float = DEFAULT_MARGIN,
 ) -> Verdict:
-    """Rank trials by mean; a winner only when its lead over the runner-up is significant.
+    """Rank trials by mean; decide the leader against the runner-up and the baseline.
 
     The comparisons made are leader vs runner-up and leader vs baseline (one comparison when the
-    baseline is the leader or the runner-up); their p-values are Holm-adjusted together.
-    Otherwise the decision is a tie and the recommendation is the trial with the lowest
-    ``complexity`` (fewer non-default flags; better mean breaks ties) among those tied with the
-    leader. "Tied" uses the *unadjusted* test of the leader against each trial: correcting for
-    multiplicity makes claims of difference harder, so using it here would call more trials tied
-    and could recommend one the data already show to be worse. A trial with a single run is
-    never counted as tied (nothing says it is), and if the runner-up comparison cannot be tested
-    the decision is ``cannot_tell`` and the leader by mean is recommended, unconfirmed.
+    baseline is the leader or the runner-up); their p-values are Holm-adjusted together, and each
+    gets a decision (`decide`): better, worse, equivalent within `margin`, or undecided.
+
+    The recommendation is the simplest trial (lowest ``complexity``, better mean breaking ties)
+    among the leader and the trials proven *equivalent* to it: extra flags that buy less than the
+    margin are not worth carrying, but a trial that is merely not yet separated from the leader is
+    not called the same. When it is not the leader, its comparison with the leader is added to the
+    family, so the claim of equivalence is in the verdict. Equivalence uses each trial's own
+    (unadjusted) TOST: it is the (1 - 2 alpha) interval inside the margin. A trial with a single
+    run is never equivalent (nothing says it is); if the runner-up comparison cannot be tested the
+    decision is ``cannot_tell`` and the leader by mean is recommended, unconfirmed.
 
     Each comparison's interval is at ``1 - alpha`` and not corrected; significance comes from
     the Holm-adjusted p-value, so an interval that just excludes zero can still be "not
@@ -164,30 +298,40 @@ def compare_winner(
         for k in order[1:]
     }
 
+    def unadjusted(k: str) -> Decided:
+        return decide(vs_leader[k], p_adjusted=vs_leader[k].p_value, alpha=alpha, margin=margin,
+                      higher_is_better=higher_is_better)
+
+    alone = {k: unadjusted(k) for k in order[1:]}
+    equivalent = [leader] + [k for k in order[1:] if alone[k].decision == "equivalent"]
+    recommended = leader if complexity is None else min(equivalent, key=lambda k: (complexity[k], order.index(k)))
+
     # The comparisons made, Holm over the testable ones.
     made: list[tuple[str, list]] = []
     if runner_up is not None:
-        made.append((runner_up, ["runner_up"] + (["baseline"] if runner_up == base_ok else [])))
+        made.append((runner_up, ["runner_up"] + (["baseline"] if runner_up == base_ok else [])
+                     + (["recommended"] if runner_up == recommended else [])))
     if base_ok is not None and base_ok not in (leader, runner_up):
-        made.append((base_ok, ["baseline"]))
+        made.append((base_ok, ["baseline"] + (["recommended"] if base_ok == recommended else [])))
     testable = [k for k, _ in made if vs_leader[k].p_value is not None]
     adjusted = dict(zip(testable, holm([vs_leader[k].p_value for k in testable])))
     comparisons = [
         Comparison(a=leader, b=k, roles=roles, diff=vs_leader[k], p_adjusted=adjusted.get(k),
-                   significant=None if k not in adjusted else adjusted[k] < alpha)
+                   significant=None if k not in adjusted else adjusted[k] < alpha,
+                   decided=decide(vs_leader[k], p_adjusted=adjusted.get(k), alpha=alpha, margin=margin,
+                                  higher_is_better=higher_is_better, family=len(made)))
         for k, roles in made
     ]
-
-    def tie_state(k: str) -> bool | None:
-        if k == leader:
-            return True
-        d = vs_leader[k]
-        return None if d.cannot_tell else not d.significant
-
-    tied = [k for k in order if tie_state(k) is True]
+    if recommended not in (leader, runner_up, base_ok):
+        # The equivalence that makes a simpler trial the recommendation is part of the verdict. It is
+        # a claim of the same, not of a difference, so it stays out of Holm's family (its p unadjusted).
+        d = vs_leader[recommended]
+        comparisons.append(Comparison(a=leader, b=recommended, roles=["recommended"], diff=d, p_adjusted=d.p_value,
+                                      significant=None if d.p_value is None else d.p_value < alpha,
+                                      decided=alone[recommended]))
     ranking = [
-        RankedCandidate(name=k, rank=i + 1, summary=summaries[k], complexity=cx(k),
-                        vs_leader=vs_leader.get(k), tied_with_leader=tie_state(k))
+        RankedCandidate(name=k, rank=i + 1, summary=summaries[k], complexity=cx(k), vs_leader=vs_leader.get(k),
+                        vs_leader_decision=alone[k].decision if k in alone else None)
         for i, k in enumerate(order)
     ]
     notes = []
@@ -196,67 +340,63 @@ def compare_winner(
     if baseline is not None and base_ok is None:
         notes.append(f"baseline {baseline} has no data, so no comparison with it")
     described = "; ".join(_describe(c, alpha) for c in comparisons)
+    simplest = ""
+    if recommended != leader and complexity is not None:
+        simplest = (f"; {recommended} is the simplest of the trials equivalent to the leader within "
+                    f"\u00b1{margin * 100:g} % ({complexity[recommended]} non-default flags vs {complexity[leader]} "
+                    f"for {leader}): {alone[recommended].why}")
 
+    winner = None
     if runner_up is None:
-        decision: Decision = "only_candidate"
-        winner, recommended = None, leader
+        decision: VerdictDecision = "only_candidate"
         reason = f"{leader} is the only trial with data; nothing to compare it with"
     else:
         run_cmp = comparisons[0]
+        outcome = run_cmp.decided.decision
         if run_cmp.significant is None:
-            decision, winner, recommended = "cannot_tell", None, leader
+            decision = "cannot_tell"
             reason = (f"cannot tell: {leader} has the best mean but its lead over {runner_up} cannot be tested "
-                      f"(n={summaries[leader].n} vs n={summaries[runner_up].n}); recommending {leader} by its "
+                      f"(n={summaries[leader].n} vs n={summaries[runner_up].n}); recommending {recommended} by its "
                       f"mean alone, unconfirmed. {described}")
-        elif run_cmp.significant:
-            decision, winner, recommended = "winner", leader, leader
-            reason = f"{leader} wins: its lead over the runner-up is significant. {described}"
+        elif outcome == "better":
+            decision, winner = "winner", leader
+            reason = f"{leader} wins: it is better than the runner-up{simplest}. {described}"
+        elif outcome == "equivalent":
+            decision = "equivalent"
+            reason = (f"equivalent: {leader} and the runner-up {runner_up} are the same within \u00b1{margin * 100:g} %"
+                      f"{simplest}. {described}")
         else:
-            decision, winner = "tie", None
-            if complexity is None:
-                recommended = leader
-                why = "no complexity given, so the leader by mean is recommended"
-            else:
-                recommended = min(tied, key=lambda k: (complexity[k], order.index(k)))
-                if recommended == leader:
-                    why = f"{leader} is also the simplest of them ({complexity[leader]} non-default flags)"
-                else:
-                    why = (f"{recommended} is the simplest of them ({complexity[recommended]} non-default flags "
-                           f"vs {complexity[leader]} for {leader}); {leader}'s lead over it is "
-                           f"{_pct(vs_leader[recommended].relative)}, not significant "
-                           f"(p = {vs_leader[recommended].p_value:.3g})")
-            reason = (f"tie: {leader}'s lead over {runner_up} is not significant, so no winner. Tied with the "
-                      f"leader: {', '.join(tied)}; {why}. {described}")
+            decision = "undecided"
+            reason = (f"undecided: {leader} leads {runner_up} by its mean, but the data neither separate them nor "
+                      f"prove them the same within \u00b1{margin * 100:g} % ({run_cmp.decided.why}); recommending "
+                      f"{recommended}{simplest}. {described}")
     if notes:
         reason += " (" + "; ".join(notes) + ")"
     return Verdict(decision=decision, winner=winner, recommended=recommended, leader=leader, runner_up=runner_up,
-                   baseline=baseline, higher_is_better=higher_is_better, alpha=alpha, ranking=ranking,
-                   comparisons=comparisons, tied=tied, excluded=excluded, reason=reason)
+                   baseline=baseline, higher_is_better=higher_is_better, alpha=alpha, margin=margin, ranking=ranking,
+                   comparisons=comparisons, equivalent=equivalent, excluded=excluded, reason=reason)
 
 
-def needs_more_runs(
+def leader_decisions(
     candidates: Mapping[str, Samples],
-    leader: str,
     *,
-    confidence: float = 0.95,
-) -> list[str]:
-    """For ``--repeats auto``: the trials to run again, or [] when the top of the ranking has separated.
-
-    A trial is listed when its confidence interval of the mean overlaps the leader's, or when it
-    or the leader has a single run (no interval: cannot exclude an overlap). When anything is
-    listed the leader comes first, since its interval must shrink too. Trials without finite
-    samples are not listed (nothing to refine).
-    """
-    if leader not in candidates:
-        raise ValueError(f"leader {leader!r} is not among the candidates")
-    lead = summarize(candidates[leader], confidence=confidence)
-    out = []
-    for name, samples in candidates.items():
-        if name == leader or _clean(samples)[0].size == 0:
-            continue
-        s = summarize(samples, confidence=confidence)
-        if not (lead.has_interval and s.has_interval):
-            out.append(name)
-        elif s.ci_low <= lead.ci_high and lead.ci_low <= s.ci_high:
-            out.append(name)
-    return [leader, *out] if out else []
+    alpha: float,
+    margin: float = DEFAULT_MARGIN,
+    higher_is_better: bool = True,
+) -> tuple[str, dict[str, Decided]]:
+    """For ``--repeats auto``: the leader by mean and its decision against every other trial with
+    data, Holm over all of them (the strictest family a report of these trials can use, so a
+    decision made here is made there too). An undecided one is what more runs are for; a trial
+    better, worse or equivalent to the leader needs none."""
+    sign = -1.0 if higher_is_better else 1.0
+    means = {k: float(x.mean()) for k, s in candidates.items() if (x := _clean(s)[0]).size}
+    if not means:
+        raise ValueError("no candidate has a finite sample")
+    leader = min(means, key=lambda k: (sign * means[k], k))
+    others = [k for k in means if k != leader]
+    diffs = {k: relative_difference(candidates[leader], candidates[k], method="log", confidence=1 - alpha)
+             for k in others}
+    testable = [k for k in others if diffs[k].p_value is not None]
+    adjusted = dict(zip(testable, holm([diffs[k].p_value for k in testable])))
+    return leader, {k: decide(diffs[k], p_adjusted=adjusted.get(k), alpha=alpha, margin=margin,
+                              higher_is_better=higher_is_better, family=max(1, len(others))) for k in others}

@@ -31,14 +31,24 @@ COST = {"a": 2, "b": 2, "c": 2}
 def test_a_separated_ranking_needs_no_further_pass():
     p = plan.next_pass({"a": [110, 111, 109], "b": [100, 101, 99]}, cost_per_repeat=COST, passes_done=1, spent=12,
                        budget=100)
-    assert p.done and p.reason.startswith("separated")
+    assert p.done and p.reason.startswith("every decision made") and "b below it" in p.reason
 
 
-def test_overlapping_trials_and_the_leader_get_more_repeats_the_rest_do_not():
+def test_undecided_trials_and_the_leader_get_more_repeats_the_decided_ones_do_not():
     p = plan.next_pass({"a": [104, 98, 101], "b": [100, 103, 97], "c": [80, 81, 79]}, cost_per_repeat=COST,
                        passes_done=1, spent=18, budget=100)
     assert not p.done and p.trials == ["a", "b"] and p.repeats == plan.AUTO_STEP
     assert p.runs == 2 * plan.AUTO_STEP * 2 and p.pass_index == 2
+    assert p.reason.startswith("1 decision(s) open") and "a vs b" in p.reason and "more runs each" in p.reason
+
+
+def test_a_trial_proven_equivalent_to_the_leader_needs_no_more_runs():
+    close = {"a": [100.3, 100.1, 99.9, 100.5, 100.2], "b": [100, 100.4, 99.6, 100.2, 99.8]}
+    p = plan.next_pass(close, cost_per_repeat=COST, passes_done=2, spent=10, budget=100, alpha=0.05)
+    assert p.done and "every decision made" in p.reason and "b equivalent to it" in p.reason
+    # the same pair with the margin made too narrow for its noise stays open
+    narrow = plan.next_pass(close, cost_per_repeat=COST, passes_done=2, spent=10, budget=100, alpha=0.05, margin=0.002)
+    assert not narrow.done and narrow.trials == ["a", "b"]
 
 
 def test_the_budget_and_the_look_limit_end_the_loop():
@@ -49,7 +59,9 @@ def test_the_budget_and_the_look_limit_end_the_loop():
     assert looks.done and "looks taken" in looks.reason
     # the leader fits but no contender does: nothing to separate it from
     tight = plan.next_pass(overlapping, cost_per_repeat={"a": 1, "b": 10}, passes_done=1, spent=90, budget=100)
-    assert tight.done and "no contender" in tight.reason
+    assert tight.done and "no undecided trial fits" in tight.reason
+    # whatever ends the loop, its reason names the decisions still open
+    assert all("still open: a vs b" in p.reason for p in (spent, looks, tight))
     assert plan.default_budget(None, 24) == 72 and plan.default_budget(50, 24) == 50
 
 

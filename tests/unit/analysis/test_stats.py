@@ -17,7 +17,7 @@ from farm.analysis.stats import (
     compare_winner,
     edge_warnings,
     holm,
-    needs_more_runs,
+    leader_decisions,
     pareto_front,
     relative_difference,
     summarize,
@@ -208,11 +208,25 @@ def test_holm_rejects_bad_input():
 # --- compare_winner -----------------------------------------------------------------------------
 
 
-def test_equal_means_no_winner():
+def test_equal_means_at_two_percent_noise_and_three_runs_are_undecided_with_the_runs_that_would_decide():
     v = compare_winner({"base": [100, 102, 98], "a": [101, 99, 100]}, baseline="base",
                        complexity={"base": 0, "a": 1})
-    assert v.decision == "tie" and v.winner is None
-    assert v.recommended == "base"  # tied, and simpler
+    assert v.decision == "undecided" and v.winner is None
+    # not proven the same, so the simpler trial is not preferred on that ground: the leader by mean
+    assert v.recommended == v.leader and v.equivalent == [v.leader]
+    d = v.comparisons[0].decided
+    assert d.decision == "undecided" and d.runs_each > 3 and d.more_runs == d.runs_each - 3
+
+
+def test_equal_means_with_little_noise_are_equivalent_and_the_simpler_config_is_recommended():
+    v = compare_winner({"base": [100, 100.5, 99.5, 100.2, 99.8], "a": [100.3, 100.1, 99.8, 100.4, 100.2]},
+                       baseline="base", complexity={"base": 0, "a": 1})
+    assert (v.decision, v.leader, v.recommended) == ("equivalent", "a", "base")
+    assert v.equivalent == ["a", "base"]
+    [c] = v.comparisons
+    assert c.roles == ["runner_up", "baseline", "recommended"] and c.decided.decision == "equivalent"
+    assert -0.03 < c.decided.eq_low < c.decided.eq_high < 0.03
+    assert "equivalent" in v.reason and "simplest" in v.reason
 
 
 def test_ten_percent_lead_with_small_noise_wins():
@@ -221,21 +235,21 @@ def test_ten_percent_lead_with_small_noise_wins():
     assert v.decision == "winner" and v.winner == "a" == v.recommended
     assert [r.name for r in v.ranking] == ["a", "b", "base"]
     assert [c.b for c in v.comparisons] == ["b", "base"]
-    assert all(c.significant for c in v.comparisons)
+    assert all(c.significant and c.decided.decision == "better" for c in v.comparisons)
     # Holm over the two comparisons made.
     raw = [c.diff.p_value for c in v.comparisons]
     assert [c.p_adjusted for c in v.comparisons] == pytest.approx(holm(raw))
     assert "a wins" in v.reason
 
 
-def test_overlapping_intervals_tie_goes_to_the_simpler_config():
+def test_a_trial_not_yet_separated_from_the_leader_is_not_called_the_same():
     c = {"base": [100, 104, 96], "a": [103, 99, 106], "b": [101, 97, 104], "c": [80, 81, 79]}
     v = compare_winner(c, baseline="base", complexity={"base": 3, "a": 4, "b": 1, "c": 0})
-    assert v.decision == "tie" and v.leader == "a" and v.winner is None
-    # c is simplest but significantly worse than the leader: not tied, not recommended.
-    assert "c" not in v.tied
-    assert v.recommended == "b"
-    assert "simplest" in v.reason and "b" in v.reason
+    assert v.decision == "undecided" and v.leader == "a" and v.winner is None
+    # b is simpler but only not yet separated (old rule: "tied", recommended); c is significantly worse
+    assert v.recommended == "a" and v.equivalent == ["a"]
+    by = {r.name: r.vs_leader_decision for r in v.ranking}
+    assert by == {"a": None, "b": "undecided", "base": "undecided", "c": "better"}
 
 
 def test_baseline_as_leader_is_compared_with_the_runner_up_only():
@@ -251,7 +265,9 @@ def test_baseline_as_runner_up_is_one_comparison():
 
 def test_lower_is_better_metric():
     v = compare_winner({"base": [50, 51, 49], "a": [40, 41, 39]}, baseline="base", higher_is_better=False)
-    assert v.winner == "a" and v.comparisons[0].diff.relative == pytest.approx(-0.2)
+    # the ratio of the geometric means (40 / 50, but not exactly: the samples spread)
+    assert v.winner == "a" and v.comparisons[0].diff.relative == pytest.approx(-0.2, abs=1e-3)
+    assert v.comparisons[0].decided.decision == "better"
 
 
 def test_single_runs_cannot_tell_and_keep_the_leader():
@@ -259,7 +275,7 @@ def test_single_runs_cannot_tell_and_keep_the_leader():
     v = compare_winner({"base": [100], "s2": [103], "s3": [102]}, baseline="base",
                        complexity={"base": 0, "s2": 2, "s3": 1})
     assert v.decision == "cannot_tell" and v.winner is None and v.recommended == "s2"
-    assert v.tied == ["s2"]
+    assert v.equivalent == ["s2"]
     assert "cannot tell" in v.reason
 
 
@@ -301,16 +317,23 @@ def test_aa_with_four_identical_trials_does_not_inflate():
     assert winners / n_sets <= 0.05
 
 
-# --- needs_more_runs ----------------------------------------------------------------------------
+# --- leader_decisions (what `--repeats auto` asks) -----------------------------------------------
 
 
-def test_needs_more_runs_lists_overlaps_with_the_leader_first():
+def test_leader_decisions_holm_over_every_trial_and_say_which_are_open():
     c = {"lead": [110, 112, 108], "close": [109, 111, 106], "far": [80, 81, 79], "single": [90]}
-    assert needs_more_runs(c, "lead") == ["lead", "close", "single"]
+    leader, d = leader_decisions(c, alpha=0.05)
+    assert leader == "lead"
+    assert {k: x.decision for k, x in d.items()} == {"close": "undecided", "far": "better", "single": "undecided"}
+    assert d["single"].more_runs == 1 and d["close"].more_runs > 0
+    # Holm over the three: far's adjusted p is its raw p times 2 (the smaller of two testable)
+    raw = relative_difference(c["lead"], c["far"], method="log", confidence=0.95).p_value
+    assert "Holm-adjusted p = " + f"{raw * 2:.3g}" in d["far"].why
 
 
-def test_needs_more_runs_empty_when_separated():
-    assert needs_more_runs({"lead": [110, 111, 109], "b": [100, 101, 99]}, "lead") == []
+def test_leader_decisions_when_separated_leave_nothing_open():
+    _, d = leader_decisions({"lead": [110, 111, 109], "b": [100, 101, 99]}, alpha=0.05)
+    assert [x.decision for x in d.values()] == ["better"]
 
 
 # --- worst_case_relative ------------------------------------------------------------------------
