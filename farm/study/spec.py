@@ -58,12 +58,19 @@ class Study(_Strict):
     repeats: Union[int, Literal["auto"]] = Field(
         default=1,
         description="Runs per trial and profile, or 'auto': a first pass of 3, then more runs only for the "
-        "trials still overlapping the leader, until the ranking separates or `max_runs` is spent.",
+        "leader and the trials whose decision against it is still open, until every decision is made or `max_runs` "
+        "is spent.",
     )
     max_runs: int | None = Field(
         default=None, gt=0,
         description="Run budget of repeats 'auto': benchmark runs (one profile, one repeat) the whole sweep may "
         "make, first pass included; default three times the first pass.",
+    )
+    equivalence_margin: float = Field(
+        default=0.03, gt=0, lt=1,
+        description="Two trials whose throughput ratio's (1 - 2 alpha) interval lies inside [1/(1+m), 1+m] are "
+        "equivalent (the same within ±m, symmetric on the ratio scale): a decision as final as a significant "
+        "difference (farm/analysis/stats). A fraction: 0.03 = ±3 %.",
     )
     strategy: Literal["grid", "halving", "local"] = Field(
         default="grid",

@@ -143,7 +143,7 @@ def settings_for(results: Results, study: "Study", *, baseline: str | None = Non
         slo={name: p.slo for name, p in study.profiles.items() if p.slo is not None},
         alpha=alpha_for(study.repeats),
         sequential=is_auto(study.repeats),
-        equivalence_margin=getattr(study, "equivalence_margin", fstats.DEFAULT_MARGIN),
+        equivalence_margin=study.equivalence_margin,
     )
 
 

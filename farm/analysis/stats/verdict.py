@@ -40,7 +40,8 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 Decision = Literal["better", "worse", "equivalent", "undecided"]
 
-# The study's default equivalence margin: a ratio within [1/1.03, 1.03] counts as the same.
+# The default equivalence margin, the study's own (`equivalence_margin`, farm/study/spec.py): a ratio
+# within [1/1.03, 1.03] counts as the same.
 DEFAULT_MARGIN = 0.03
 # How far "N more runs each would decide" looks ahead.
 MAX_RUNS_EACH = 100

@@ -14,7 +14,7 @@ from scipy import stats as st
 from farm.analysis.records import Results
 from farm.analysis.results_file import read_results_file
 from farm.analysis.select import select, settings_for
-from farm.analysis.stats import decide, leader_decisions, relative_difference
+from farm.analysis.stats import DEFAULT_MARGIN, decide, leader_decisions, relative_difference
 from farm.study.load import load_study
 
 REPO = Path(__file__).resolve().parents[3]
@@ -58,6 +58,19 @@ def test_a_sample_at_zero_falls_back_to_the_linear_scale_and_says_so():
 
 
 # ------------------------------------------------------------------ decide
+
+
+def test_the_studys_margin_reaches_the_decisions(tmp_path):
+    from farm.study.spec import Study
+
+    assert Study.model_fields["equivalence_margin"].default == DEFAULT_MARGIN
+    results = read_results_file(REPO / "bench/h200/results.json")
+    study = load_study(REPO / "configs/h200-dummy.yaml")
+    wide = settings_for(results, study.model_copy(update={"equivalence_margin": 0.25}))
+    assert wide.equivalence_margin == 0.25
+    # at ±25 % the primary profile's leader and runner-up (+2.4 % [-11.7, +18.7]) are the same
+    v = select(results, wide).verdict()
+    assert v.decision == "equivalent" and v.comparisons[0].margin_pct == 25
 
 
 def test_equivalent_is_exactly_tost_the_interval_at_one_minus_two_alpha_inside_the_margin():
