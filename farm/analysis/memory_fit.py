@@ -315,7 +315,8 @@ def predict(shape: ModelShape, m: MemorySettings, reserve: MemoryReserve, gpu_by
     batched = m.max_batched_tokens or reserve.default_batched_tokens
     usable = util * gpu_bytes
     weights = weights_bytes(shape, m)
-    held = reserve.reserve_base_gib * GIB + reserve.reserve_per_batched_token_bytes * batched
+    held = (reserve.reserve_base_gib * GIB + reserve.reserve_per_batched_token_bytes * batched
+            + reserve.reserve_per_running_request_bytes * (m.max_running_requests or 0))
     kv = usable - weights - held
     per_token = kv_bytes_per_token(shape, m, reserve)
     tokens = int(max(kv, 0) / per_token) if per_token else 0
@@ -405,9 +406,9 @@ def check_lines(checks: list[KvCheck]) -> list[str]:
 
 
 def reserve_needs_running(reserve: MemoryReserve) -> bool:
-    """Whether the check needs the engine's default requests at once (a total budget whose state
-    lives in KV blocks); a static budget derives its own."""
-    return reserve.budget == "total" and reserve.state_in_kv_blocks
+    """Whether the prediction needs the engine's default requests at once (a total budget: its
+    per-request buffers, and a hybrid model's state blocks); a static budget derives its own."""
+    return reserve.budget == "total" and (reserve.state_in_kv_blocks or reserve.reserve_per_running_request_bytes > 0)
 
 
 def trial_fit(engine: str, flags: Mapping[str, Any], model_quantization: str | None, config: Mapping[str, Any] | None,

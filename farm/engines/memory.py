@@ -55,6 +55,8 @@ class MemoryReserve(_Strict):
     default_batched_tokens: int
     reserve_base_gib: float = Field(description="Activations, CUDA graphs, the allocator's own, at 0 batched tokens.")
     reserve_per_batched_token_bytes: float = Field(description="Activation peak per token of the batch budget.")
+    reserve_per_running_request_bytes: float = Field(default=0.0, description="What each request the engine may run at "
+                                                     "once holds outside the KV cache (its per-request buffers).")
     hybrid_kv_overhead: float = Field(default=1.0, description="Bytes the pool takes per full-attention byte in a hybrid model.")
     hybrid_prefix_caching_overhead: float = Field(default=1.0, description="Further factor with prefix caching on a hybrid.")
     budget: Literal["total", "static"] = Field(default="total", description="What the fraction budgets (module doc).")

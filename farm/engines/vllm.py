@@ -227,17 +227,21 @@ class VLLMEngine(Engine):
     ]
 
     # vLLM 0.20.2 on one H200 (bench/h200/engine-logs/, Qwen3.5-35B-A3B shape, dummy weights): the
-    # default utilization is 0.92 there; the reserve is the fp8 starts' (batch budget 8192 -> 5.79 GiB,
-    # 16384 -> 9.65 GiB beyond the predicted weights and the reported KV cache); the hybrid pool takes
+    # default utilization is 0.92 there; the reserve is the fp8 starts' (batch budget 8192 with 1,024
+    # requests at once -> 5.79 GiB, 16384 with 2,048 -> 9.65 GiB beyond the predicted weights and the
+    # reported KV cache), split between the two by the H100's starts of one command at 2,048 and at
+    # 1,463 requests at once (bench/h100/engine-logs/: 30.52 against 32.42 GiB of KV cache, the batch
+    # budget the same: 3.49 MB a request at once, the rest 70 KB a batched token); the hybrid pool takes
     # 23,105 bytes per token where the 10 full-attention layers hold 20,480 (bf16 start: 59.13 GiB for
     # 2,747,830 tokens; the fp8 start, 90.15 GiB for 4,189,622, agrees to 0.01 %); prefix caching on
     # the hybrid takes 8.55 % more (the fp8 prefix-caching throughput-mode start, 86.29 GiB for 3,694,160).
     memory_reserve = MemoryReserve(
         default_gpu_memory_utilization=0.92, default_batched_tokens=8192, reserve_base_gib=1.932,
-        reserve_per_batched_token_bytes=505_940, hybrid_kv_overhead=1.12820, hybrid_prefix_caching_overhead=1.0855,
+        reserve_per_batched_token_bytes=70_019, reserve_per_running_request_bytes=3_487_367, hybrid_kv_overhead=1.12820, hybrid_prefix_caching_overhead=1.0855,
         state_in_kv_blocks=True, kv_block_alignment=16,
-        calibration="vLLM 0.20.2 on one H200: three starts of Qwen3.5-35B-A3B's shape (bf16, fp8, fp8 + prefix "
-                    "caching + performance mode throughput), bench/h200/engine-logs/")
+        calibration="vLLM 0.20.2: three starts of Qwen3.5-35B-A3B's shape on one H200 (bf16, fp8, fp8 + prefix "
+                    "caching + performance mode throughput), bench/h200/engine-logs/; the seed's command on one H100 "
+                    "at 2,048 and 1,463 requests at once, bench/h100/engine-logs/")
 
     def memory_settings(self, flags: Mapping[str, Any], model_quantization: str | None) -> MemorySettings:
         quant = flags.get("quantization") or model_quantization
