@@ -222,6 +222,8 @@ class Step(_Strict):
     combination: str | None = Field(default=None, description="Raced as the combination of the step before's winners.")
     unraced: list[str] = Field(default_factory=list, description="Neighbours the budget did not pay for.")
     outcome: str = Field(default="pending", description="moved, converged, or pending (not measured yet).")
+    so_far: dict[str, list[float]] = Field(default_factory=dict, description="A pending step: the total tok/s of each "
+                                           "trial's runs measured so far.")
     moved_to: str | None = None
 
 
@@ -371,7 +373,8 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
             # Not measured (or only in part): the next jobs.
             todo = [t for t in race if t not in ran]
             estimate = per_trial * len(todo)
-            steps.append(step)
+            measured = samples_of(results, rung, min_success_rate)
+            steps.append(step.model_copy(update={"so_far": {t: measured[t] for t in race if t in measured}}))
             left = f", {len(unraced)} left for want of budget" if unraced else ""
             p = p.model_copy(update={"steps": steps, "incumbent": incumbent, "rung": rung, "trials": todo,
                                      "estimate_gpu_hours": estimate,
@@ -524,14 +527,22 @@ def path_lines(p: SearchPlan, labels: Mapping[str, str] | None = None) -> list[s
     budget = "no budget" if p.budget_gpu_hours is None else f"budget {p.budget_gpu_hours:g} GPU-hours"
     out = [f"local search from {name(p.start)} ({budget}, {p.spent_gpu_hours:.3f} GPU-hours spent: "
            + ", ".join(f"{k} {v:.3f}" for k, v in p.spent_by_phase.items()) + ")"]
-    for r in p.repairs:
+    # The start's repair and those of the trials raced, each in full; the rest of the grid's, counted.
+    raced = {t for s in p.steps for t in s.race}
+    shown = sorted((r for r in p.repairs if r.trial == (p.given_start or p.start) or r.repaired in raced),
+                   key=lambda r: r.trial != (p.given_start or p.start))  # the user's command first
+    for r in shown:
         who = "your command" if r.trial == (p.given_start or p.start) else name(r.trial)
-        out.append(f"  {who} {start_failure_text(r)}" + (f"; raced as {name(r.repaired)}" if r.trial != r.repaired else ""))
+        out.append(f"  {who} {start_failure_text(r)}")
+    if len(p.repairs) > len(shown):
+        out.append(f"  {len(p.repairs) - len(shown)} other trial(s) of the grid cannot start here either; the search "
+                   f"would race them repaired the same way")
     for s in p.steps:
         head = f"  step {s.index} (alpha {s.alpha:.3g}, Holm over {len(s.race) - 1}): {name(s.incumbent)} ({s.incumbent_runs} runs)"
         out.append(head + {"moved": f" -> moved to {name(s.moved_to or '')}", "converged": " -> stays: converged",
                            "failed": " -> failed", "pending": " -> not measured yet"}[s.outcome])
         out += [f"    {name(j.neighbour.trial)}: {judged_text(j)}" for j in s.judged]
+        out += [f"    {name(t)}: {len(v)} run(s) so far, mean {sum(v) / len(v):,.0f} total tok/s" for t, v in s.so_far.items()]
         if s.unraced:
             out.append(f"    not raced (budget): {', '.join(name(t) for t in s.unraced)}")
     if p.done:

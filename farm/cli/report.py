@@ -73,9 +73,31 @@ def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, 
     # Files (and matplotlib's import) only where --out asks for them.
     rep, why, files = build_from_records(study, infos[0].grid, records, Path(out) if out else None, strategy=strategy,
                                          extra=sections, baseline=baseline or local_baseline(study, infos[0].grid))
+    if rep is None and len(searches) == 1 and searches[0].local_search is not None \
+            and not searches[0].local_search.plan.done:
+        # A local search still under way: nothing to select on its profiles yet, but its path so far
+        # (what each step raced and measured, the repairs it made) is the report.
+        _search_in_progress(searches[0].local_search, sweep_ids[0], fmt)
+        return
     if rep is None:  # no trial meeting a capacity SLO has its own exit code (farm sweep's)
         raise (SLONotMet if getattr(why, "exit_code", 1) == SLONotMet.exit_code else UserError)(
             why or "no report", key=f"sweep {' '.join(sweep_ids)}")
     click.echo(render(rep, fmt), nl=False)
     if files:  # on stderr: stdout stays the report alone (--format json is parsed)
         click.echo(f"wrote {', '.join(sorted({f.relative_to(out).parts[0] for f in files}))} to {out}", err=True)
+
+
+def _search_in_progress(note, sweep_id: str, fmt: str) -> None:
+    import json
+
+    from farm.report.search import local_search_lines
+
+    lines = [line.replace("SWEEP_ID", sweep_id) for line in local_search_lines(note)]
+    if fmt == "json":
+        click.echo(json.dumps({"sweep_id": sweep_id, "done": False, "recommended": None,
+                               "local_search": [{**note.plan.model_dump(mode="json"), "labels": note.labels,
+                                                 "lines": lines}]}, indent=1))
+    elif fmt == "markdown":
+        click.echo(f"# Sweep {sweep_id}: local search in progress\n\n" + "\n".join(f"    {line}" for line in lines))
+    else:
+        click.echo("\n".join(lines))

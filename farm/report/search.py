@@ -31,14 +31,24 @@ def local_search_lines(note: LocalSearchNote) -> list[str]:
     """The answer first (the user's command against farm's pick, profile by profile), then the path."""
     p, name = note.plan, (lambda t: note.labels.get(t, t))
     path = path_lines(p, note.labels)
+    # where the user's command could not start here, the search's start is farm's repair of it
+    yours = "Your command" if p.given_start is None else "farm's repair of your command"
+    if not p.done:
+        import re
+
+        reason = re.sub(r"\b[a-z0-9_]+-[0-9a-f]{8}\b", lambda m: name(m.group(0)), p.reason)
+        return [f"Search in progress: no answer yet ({reason}); `farm sweep --resume SWEEP_ID` continues it", *path]
+    if p.stop == "start_fails":
+        return [f"Your command ({name(p.start)}) does not start here, and the study asks for no repair: no answer",
+                *path]
     if p.incumbent == p.start:
         near = [f"  {name(j.neighbour.trial)}: {j.relative_pct:+.1f} % [{j.ci_low_pct:+.1f}, {j.ci_high_pct:+.1f}]"
                 for s in p.steps[-1:] for j in s.judged if j.relative_pct is not None and j.ci_low_pct is not None]
-        head = (f"Your command ({name(p.start)}) is the answer: no neighbour was significantly better"
-                if p.stop == "converged" else f"Your command ({name(p.start)}) stands: {p.reason}")
+        head = (f"{yours} ({name(p.start)}) is the answer: no neighbour was significantly better"
+                if p.stop == "converged" else f"{yours} ({name(p.start)}) stands: {p.reason}")
         return [head + (" (its nearest neighbours, last step):" if near else "."), *near, *path]
     if not note.final:
-        return [f"farm's pick so far: {name(p.incumbent)} (the final comparison against your command "
+        return [f"farm's pick so far: {name(p.incumbent)} (the final comparison against {yours.lower()} "
                 f"{name(p.start)} is not measured yet)", *path]
     rows = []
     for d in note.final:
@@ -54,7 +64,7 @@ def local_search_lines(note: LocalSearchNote) -> list[str]:
         rows.append(f"  {d.profile}: {d.relative_pct:+.2f} % [{d.ci_low_pct:+.2f}, {d.ci_high_pct:+.2f}], Holm p = "
                     f"{d.p_holm:.3g}, {mark} ({d.pick_mean:,.1f} vs {d.start_mean:,.1f} total tok/s, "
                     f"{d.pick_runs} vs {d.start_runs} runs)")
-    return [f"Your command ({name(p.start)}) against farm's pick ({name(p.incumbent)}), on every profile "
+    return [f"{yours} ({name(p.start)}) against farm's pick ({name(p.incumbent)}), on every profile "
             f"(95 % intervals, Holm over {sum(not d.capacity_search for d in note.final)} profiles):", *rows, *path]
 
 

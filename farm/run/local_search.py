@@ -12,7 +12,7 @@ each neighbour showed, where the search went) goes to the sweep's run as `local_
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from farm.analysis import local_search as ls
@@ -125,10 +125,14 @@ def repaired_trial(t: Trial, value: int) -> Trial | None:
         "name": f"{t.label} (repaired: {REPAIR_KNOB}={value})"})
 
 
-def repairs(study: Study, trials: list[Trial], results: list[TrialResult]) -> dict[str, tuple[ls.Repair, Trial]]:
+def repairs(study: Study, trials: list[Trial], results: list[TrialResult],
+            recorded: Sequence[ls.Repair] = ()) -> dict[str, tuple[ls.Repair, Trial]]:
     """Trial id -> its repair, for the trials that cannot start here because of how many requests
     they run at once: at the limit a failed start of it named (the engine's word), else at the
-    memory-fit model's prediction (before any GPU time)."""
+    memory-fit model's prediction (before any GPU time). `recorded`: the repairs the sweep itself
+    made (its stored plan), which stand where the model cannot be sized here (a report read on
+    another machine than the sweep's, without the model's config.json)."""
+    from farm.analysis.memory_fit import NoPrediction
     from farm.run.memory import predictions
 
     failed = {}
@@ -144,10 +148,14 @@ def repairs(study: Study, trials: list[Trial], results: list[TrialResult]) -> di
             value, cause, source = failed[t.id][0], failed[t.id][1], "engine"
         else:
             p = fits.get(t.id)
-            value = getattr(p, "repair_running_requests", None)
-            if p is None or p.fits or value is None:
-                continue
-            cause, source = p.reason, "predicted"
+            kept = next((r for r in recorded if r.trial == t.id and r.source == "predicted"), None)
+            if (p is None or isinstance(p, NoPrediction)) and kept is not None:
+                value, cause, source = kept.value, kept.cause, "predicted"
+            else:
+                value = getattr(p, "repair_running_requests", None)
+                if p is None or p.fits or value is None:
+                    continue
+                cause, source = p.reason, "predicted"
         fixed = repaired_trial(t, value)
         if fixed is not None:
             out[t.id] = (ls.Repair(trial=t.id, repaired=fixed.id, value=value, source=source, cause=cause, gpu=gpu), fixed)
@@ -158,8 +166,9 @@ class SearchSpace:
     """What a search may race, where each trial sits, and the repairs that put trials that cannot
     start here in their originals' places (a repaired trial is that configuration, as it can run)."""
 
-    def __init__(self, study: Study, trials: list[Trial], start: str, results: list[TrialResult]):
-        fixes = repairs(study, trials, results)
+    def __init__(self, study: Study, trials: list[Trial], start: str, results: list[TrialResult],
+                 recorded: Sequence[ls.Repair] = ()):
+        fixes = repairs(study, trials, results, recorded)
         given = {t.id: t for t in trials}
         swapped = [fixes[t.id][1] if t.id in fixes else t for t in trials]
         original = {fixed.id: tid for tid, (_, fixed) in fixes.items()}
@@ -178,21 +187,42 @@ class SearchSpace:
 
 
 def plan_of(study: Study, grid: str, trials: list[Trial], start: str, results: list[TrialResult],
-            measured: MeasuredDurations | None = None) -> ls.SearchPlan:
+            measured: MeasuredDurations | None = None, estimate: dict[str, float] | None = None,
+            recorded: Sequence[ls.Repair] = ()) -> ls.SearchPlan:
+    """The plan replayed from `results`. `estimate`: what one trial's job costs before the search
+    measured any, as the sweep first priced it (`recorded_estimate`): a resume or a report that
+    priced it anew from other durations could replay another race than the one the sweep ran.
+    `recorded`: the repairs of the sweep's stored plan (`repairs`)."""
     profiles = study.grid_profiles(grid)
-    space = SearchSpace(study, trials, start, results)
+    space = SearchSpace(study, trials, start, results, recorded)
+    if estimate is None:
+        estimate = estimates(study, grid, [t for t in space.ranked if t.id == space.start], measured)
     return ls.plan(start, space.ranked, space.coords, results,
                    primary=study.grid_primary_profile(grid), requests={p: study.profiles[p].requests for p in profiles},
-                   profiles=profiles, budget_gpu_hours=study.budget_gpu_hours,
-                   trial_estimate_gpu_hours=estimates(study, grid, [t for t in space.ranked if t.id == space.start],
-                                                      measured),
+                   profiles=profiles, budget_gpu_hours=study.budget_gpu_hours, trial_estimate_gpu_hours=estimate,
                    min_success_rate=study.min_success_rate, repairs=space.repairs,
                    repair_start=getattr(study, "repair_start", True))
 
 
-def search_trials(study: Study, trials: list[Trial], results: list[TrialResult]) -> list[Trial]:
+ESTIMATE_TAG = "farm.local_search_estimate"
+
+
+def recorded_estimate(uri: str, sweep_id: str) -> dict[str, float] | None:
+    """The per-trial estimate the search first priced its steps at (on the sweep's run), or None."""
+    raw = tracking.client(uri).get_run(sweep_id).data.tags.get(ESTIMATE_TAG)
+    try:
+        value = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    if isinstance(value, dict) and {"step", "final"} <= value.keys():
+        return {k: float(value[k]) for k in ("step", "final")}
+    return None
+
+
+def search_trials(study: Study, trials: list[Trial], results: list[TrialResult],
+                  recorded: Sequence[ls.Repair] = ()) -> list[Trial]:
     """The grid's trials and the repaired ones the search may race (a job needs its trial)."""
-    return trials + [fixed for _, fixed in repairs(study, trials, results).values()]
+    return trials + [fixed for _, fixed in repairs(study, trials, results, recorded).values()]
 
 
 def rung_study(study: Study, rung: Rung) -> Study:
@@ -212,9 +242,15 @@ def run_local(study: Study, grid: str, trials: list[Trial], *, start: str, track
     c.set_tag(sweep_id, STRATEGY_TAG, "local")
     c.set_tag(sweep_id, BUDGET_TAG, "" if study.budget_gpu_hours is None else repr(float(study.budget_gpu_hours)))
     c.set_tag(sweep_id, START_TAG, start)
+    estimate = recorded_estimate(tracking_uri, sweep_id)
+    if estimate is None:  # priced once, when the search starts; a resume replays at the same price
+        stored = tracking.load_results(tracking_uri, sweep_id)
+        space = SearchSpace(study, trials, start, stored)
+        estimate = estimates(study, grid, [t for t in space.ranked if t.id == space.start], measured)
+        c.set_tag(sweep_id, ESTIMATE_TAG, json.dumps(estimate))
     while True:
         stored = tracking.load_results(tracking_uri, sweep_id)
-        p = plan_of(study, grid, trials, start, stored, measured)
+        p = plan_of(study, grid, trials, start, stored, measured, estimate)
         on_step(p)
         _record(tracking_uri, sweep_id, p)
         if p.done:
@@ -250,6 +286,10 @@ def run_local(study: Study, grid: str, trials: list[Trial], *, start: str, track
                 tracking.log_trial(tracking_uri, exp_id, sweep_id, first,
                                    Path(new.artifacts_dir) if new.artifacts_dir else None)
             done.append(tid)
+            # The plan as it stands with this job stored, recorded at once: a report read where the
+            # models' config.json are not (another machine) shows what this one knew.
+            _record(tracking_uri, sweep_id, plan_of(study, grid, trials, start, tracking.load_results(tracking_uri, sweep_id),
+                                                    measured, estimate))
 
         run_jobs(jobs, store)
         if not done:

@@ -49,7 +49,11 @@ def read_search(uri: str, sweep_id: str, study: Study, grid: str | None, trials:
         study = study.model_copy(update={"strategy": "local",
                                          "budget_gpu_hours": strategy[1] if strategy else study.budget_gpu_hours})
         primary = study.grid_primary_profile(grid)
-        note = local_search_note(study, grid, results, sweep_id=label)
+        from farm.run.local_search import recorded_estimate, recorded_plan as recorded_search
+
+        kept = recorded_search(uri, sweep_id)
+        note = local_search_note(study, grid, results, sweep_id=label, estimate=recorded_estimate(uri, sweep_id),
+                                 kept=kept)
         return StoredSearch(rung_study(study, step_rung(1, primary, study.profiles[primary].requests)), None, fit,
                             note)
     if not grid or (strategy is None and study.strategy != "halving"):

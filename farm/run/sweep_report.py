@@ -42,10 +42,16 @@ def _why(exc: UserError) -> Why:
 
 
 def build(study: Study, grid: str | None, results: list[TrialResult], sweep_id: str, outdir: Path,
-          strategy: str = "best") -> tuple[Report | None, str | None, list[Path]]:
+          strategy: str = "best", uri: str | None = None) -> tuple[Report | None, str | None, list[Path]]:
     """Report, or why there is none, and the files written (report.md, results.json, plots)."""
     records = records_from_trials(results, study, grid=grid, sweep_id=sweep_id)
-    return build_from_records(study, grid, records, outdir, strategy, extra=lambda r: _search_notes(r, study, grid, results),
+    estimate = None
+    if uri and study.strategy == "local":
+        from farm.run.local_search import recorded_estimate
+
+        estimate = recorded_estimate(uri, sweep_id)
+    return build_from_records(study, grid, records, outdir, strategy,
+                              extra=lambda r: _search_notes(r, study, grid, results, estimate),
                               baseline=local_baseline(study, grid))
 
 
@@ -59,18 +65,28 @@ def local_baseline(study: Study, grid: str | None) -> str | None:
     return start_of(study, grid, expand(study, grid), study.start, key="start")[1]
 
 
-def local_search_note(study: Study, grid: str, results: list[TrialResult], sweep_id: str | None = None):
-    """The search's path replayed from its results, and the final comparison."""
+def local_search_note(study: Study, grid: str, results: list[TrialResult], sweep_id: str | None = None,
+                      estimate: dict[str, float] | None = None, kept=None):
+    """The search's path replayed from its results (at the price the sweep recorded, `estimate`,
+    with the repairs of its stored plan, `kept`), or that plan where it saw every stored result;
+    and the final comparison."""
+    recorded = kept.repairs if kept is not None else ()
     from farm.analysis.local_search import final_comparison
     from farm.analysis.start_command import start_of
     from farm.report.models import LocalSearchNote
-    from farm.run.local_search import plan_of
+    from farm.run.local_search import plan_of, search_trials
     from farm.study.grid import expand
 
     trials, start = start_of(study, grid, expand(study, grid), study.start or "", key="start")
-    p = plan_of(study, grid, trials, start, results)
-    return LocalSearchNote(sweep_id=sweep_id, plan=p, final=final_comparison(p, results),
-                           labels={t.id: t.label for t in trials})
+    p = plan_of(study, grid, trials, start, results, estimate=estimate, recorded=recorded)
+    if kept is not None and kept.start == p.start and kept.spent_by_phase == p.spent_by_phase:
+        # The sweep's own last plan saw every GPU-second stored: it knew which trials the memory-fit
+        # model ruled out, where this machine may lack the models' config.json (as halving's report does).
+        p = kept
+    # the repaired trials the search raced are named too, and so is what a result recorded
+    labels = {r.trial.id: r.trial.label for r in results} | {
+        t.id: t.label for t in search_trials(study, trials, results, recorded)}
+    return LocalSearchNote(sweep_id=sweep_id, plan=p, final=final_comparison(p, results), labels=labels)
 
 
 def fit_accelerator(study: Study, results: list[TrialResult]) -> str | None:
@@ -79,14 +95,15 @@ def fit_accelerator(study: Study, results: list[TrialResult]) -> str | None:
     return ", ".join(gpu_models(study, [r.trial for r in results])) or None
 
 
-def _search_notes(report: Report, study: Study, grid: str | None, results: list[TrialResult]) -> None:
+def _search_notes(report: Report, study: Study, grid: str | None, results: list[TrialResult],
+                  estimate: dict[str, float] | None = None) -> None:
     """The halving sweep's rungs and stops, and the memory-fit predictor's error, into the report."""
     from farm.report.models import HalvingNote, MemoryFitNote
     from farm.run.memory import kv_checks, unfit_trials
 
     report.memory_fit = [MemoryFitNote(checks=kv_checks(study, results), accelerator=fit_accelerator(study, results))]
     if study.strategy == "local" and grid and study.start:
-        report.local_search = [local_search_note(study, grid, results)]
+        report.local_search = [local_search_note(study, grid, results, estimate=estimate)]
     if study.strategy == "halving" and grid:
         from farm.analysis.halving import plan_from_results
         from farm.study.grid import expand
@@ -240,7 +257,7 @@ def finish(study: Study, grid: str, outcome, uri: str, pending: list | None = No
     pending = pending or []
     status = "partial" if pending else "finished"
     with tempfile.TemporaryDirectory() as tmp:
-        report, why, files = build(study, grid, outcome.results, outcome.sweep_id, Path(tmp))
+        report, why, files = build(study, grid, outcome.results, outcome.sweep_id, Path(tmp), uri=uri)
         # The answer onto the run before it is marked finished: a finished sweep always shows it.
         annotate(uri, outcome.sweep_id, report, why, outcome.results, heading=f"{study.name}: grid {grid}")
         # A sweep run in pieces (`--trial`) is not finished while trials of its grid are pending.

@@ -386,6 +386,10 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
                           markup=False)
 
     names = {t.id: t.label for t in trials}
+    if strategy == "local" and start:  # the repaired trials a search races are named too
+        from farm.run.local_search import search_trials
+
+        names |= {t.id: t.label for t in search_trials(study, trials, [])}
 
     def on_rung(p) -> None:  # a halving rung, or a step of a local search
         elapsed = time.monotonic() - state["t0"]
@@ -468,25 +472,32 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
 
 def _print_local_start(study: Study, grid: str, trials: list[Trial], start: str,
                        measured: MeasuredDurations | None = None) -> None:
-    """Where a local search starts and what its first step races (nothing measured yet)."""
-    from farm.analysis.local_search import judged_text, Judged, coordinates, neighbours
-    from farm.run.local_search import effective_knobs, estimates, knob_flags, plan_of, raceable
+    """Where a local search starts and what its first step races (nothing measured yet); a start
+    that cannot start here is said so, with the repair the search starts from instead."""
+    from farm.analysis.local_search import judged_text, Judged, start_failure_text
+    from farm.run.local_search import SearchSpace, estimates, plan_of
 
     p = plan_of(study, grid, trials, start, [], measured)
-    labels = {t.id: t.label for t in trials}
+    space = SearchSpace(study, trials, start, [])
+    labels = {t.id: t.label for t in space.trials}
     budget = f"search budget {study.budget_gpu_hours:g} GPU-hours" if study.budget_gpu_hours else "no budget"
-    est = estimates(study, grid, [t for t in trials if t.id == start], measured)
+    est = estimates(study, grid, [t for t in space.trials if t.id == space.start], measured)
     print(f"strategy local from {labels[start]} ({budget}; ~{est['step']:.3f} GPU-hours a raced trial, "
           f"~{2 * est['final']:.3f} for the final comparison of two trials on every profile, after the search)")
+    own = [r for r in p.repairs if r.trial == start]
+    for r in own:
+        print(f"  your command {start_failure_text(r)}")
+    if len(p.repairs) > len(own):
+        print(f"  {len(p.repairs) - len(own)} other trial(s) of the grid cannot start here either and are raced repaired "
+              f"the same way (each trial's memory line below says why)")
     if not p.steps:
         print(f"  {p.reason}")
         return
     step = p.steps[-1]
-    print(f"  step 1 races {labels[start]} against {len(step.race) - 1} neighbour(s) at alpha {step.alpha:.3g} "
+    print(f"  step 1 races {labels[p.start]} against {len(step.race) - 1} neighbour(s) at alpha {step.alpha:.3g} "
           f"(Holm), {p.rung.repeats} runs each of {next(iter(p.rung.requests.values()))} requests of "
           f"{next(iter(p.rung.profiles.values()))}:")
-    ranked = raceable(study, trials, start)
-    nbrs = {n.trial: n for n in neighbours(start, ranked, coordinates(ranked, knob_flags(ranked), effective_knobs(ranked)))}
+    nbrs = space.neighbours(p.start)
     for tid in step.race[1:]:
         print(f"    {labels[tid]}: " + judged_text(Judged(neighbour=nbrs[tid], runs=0, why="to race")))
     if step.unraced:

@@ -1,0 +1,56 @@
+"""`farm report` of a local search still under way, on the H100's committed store (sweep
+315bba48..., bench/h100/from-seed/store.tgz: the search from the seed's command, two trials of its
+first step measured). Nothing can be selected on the study's profiles yet, so the report is the
+path so far: the start that could not start and farm's repair of it, what each raced trial measured,
+and how to continue. Read without the model's config.json (as on any machine but the sweep's): the
+sweep's recorded plan and repairs carry what the memory-fit model decided there."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from conftest import run_farm
+
+REPO = Path(__file__).resolve().parents[3]
+SWEEP = "315bba48402047149c6cf8f80855632e"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("h100-search")
+    with tarfile.open(REPO / "bench/h100/from-seed/store.tgz") as tar:
+        tar.extractall(tmp, filter="data")
+    return tmp, f"sqlite:///{tmp / 'mlflow.db'}"
+
+
+def test_the_report_of_a_search_in_progress_is_its_path_so_far(store):
+    tmp, uri = store
+    out = run_farm("report", SWEEP, "--tracking-uri", uri, "--format", "text", cwd=tmp)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("Search in progress: no answer yet (step 1: ") and f"farm sweep --resume {SWEEP}" in lines[0]
+    # the user's command, said not to start on the H100 before any GPU time, first among the repairs
+    repairs = [line.strip() for line in lines if "does not start on H100" in line]
+    assert repairs[0].startswith("your command does not start on H100 (predicted before any start): 2,048 requests")
+    assert repairs[0].endswith("farm's repair: max_running_requests = 1,463")
+    # what the two trials measured so far: 5 runs each of the step's shortened profile
+    so_far = [line.strip() for line in lines if "run(s) so far" in line]
+    assert len(so_far) == 2 and all(": 5 run(s) so far, mean " in line for line in so_far)
+    assert "(repaired: max_running_requests=1463): 5 run(s) so far, mean 10,544 total tok/s" in so_far[0]
+
+
+def test_its_json_says_not_done_and_recommends_nothing(store):
+    tmp, uri = store
+    out = run_farm("report", SWEEP, "--tracking-uri", uri, "--format", "json", cwd=tmp)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["done"] is False and data["recommended"] is None
+    (search,) = data["local_search"]
+    assert search["given_start"] != search["start"] and not search["done"]
+    step = search["steps"][0]
+    assert step["race"][0] == search["start"] and len(step["race"]) == 6 and len(step["unraced"]) == 4
+    assert sorted(len(v) for v in step["so_far"].values()) == [5, 5]
