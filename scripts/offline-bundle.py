@@ -1061,10 +1061,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("-c", "--constraint", action="append", default=[], metavar="FILE",
                     help="extra pip constraints for the resolution, e.g. to steer around a broken release (repeatable)")
     ap.add_argument("--prune", metavar="FILE", help="a prune list (YAML; see the top of this script)")
-    # 48, not the 64 MiB transfer limit less a margin: every device call also carries the checkout
-    # (about 8 MiB in 2026-12 with bench/'s committed data, and growing), and a 56 MiB part plus that
-    # tree passed 64 MiB and was refused (bench/h200/README-bundles.md)
-    ap.add_argument("--part-mib", type=float, default=48.0, help="largest part, MiB (default 48; fractions allowed)")
+    # 36, not the 64 MiB transfer limit less a margin: every device call also carries the checkout
+    # (19 MB on 2026-12-06, 11 MB of it bench/h200/store.tgz, and growing): a 48 MiB part beside it
+    # passes 64 MiB (bench/h200/README-bundles.md); `--resplit` cuts a built bundle again
+    ap.add_argument("--part-mib", type=float, default=36.0, help="largest part, MiB (default 36; fractions allowed)")
     ap.add_argument("--import-check", action="append", default=[], metavar="MODULE",
                     help="a module install.sh imports on the node (repeatable)")
     ap.add_argument("--work", metavar="DIR", help="keep wheels, tree and pip's log here (default: a temp dir, removed on success)")
