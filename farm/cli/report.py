@@ -73,11 +73,13 @@ def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, 
     # Files (and matplotlib's import) only where --out asks for them.
     rep, why, files = build_from_records(study, infos[0].grid, records, Path(out) if out else None, strategy=strategy,
                                          extra=sections, baseline=baseline or local_baseline(study, infos[0].grid))
-    if rep is None and len(searches) == 1 and searches[0].local_search is not None \
-            and not searches[0].local_search.plan.done:
-        # A local search still under way: nothing to select on its profiles yet, but its path so far
-        # (what each step raced and measured, the repairs it made) is the report.
+    if rep is None and len(searches) == 1 and searches[0].local_search is not None:
+        # A local search still under way, or one that ended without measuring its start (it could not
+        # start and the study asked for no repair): nothing to select on its profiles, but its path
+        # (what each step raced and measured, the repairs it made, why it stopped) is the report.
         _search_in_progress(searches[0].local_search, sweep_ids[0], fmt)
+        if searches[0].local_search.plan.done:
+            raise click.exceptions.Exit(1)  # ended with no answer: farm sweep's exit code for no recommendation
         return
     if rep is None:  # no trial meeting a capacity SLO has its own exit code (farm sweep's)
         raise (SLONotMet if getattr(why, "exit_code", 1) == SLONotMet.exit_code else UserError)(
@@ -94,10 +96,11 @@ def _search_in_progress(note, sweep_id: str, fmt: str) -> None:
 
     lines = [line.replace("SWEEP_ID", sweep_id) for line in local_search_lines(note)]
     if fmt == "json":
-        click.echo(json.dumps({"sweep_id": sweep_id, "done": False, "recommended": None,
+        click.echo(json.dumps({"sweep_id": sweep_id, "done": note.plan.done, "recommended": None,
                                "local_search": [{**note.plan.model_dump(mode="json"), "labels": note.labels,
                                                  "lines": lines}]}, indent=1))
     elif fmt == "markdown":
-        click.echo(f"# Sweep {sweep_id}: local search in progress\n\n" + "\n".join(f"    {line}" for line in lines))
+        state = "ended without an answer" if note.plan.done else "in progress"
+        click.echo(f"# Sweep {sweep_id}: local search {state}\n\n" + "\n".join(f"    {line}" for line in lines))
     else:
         click.echo("\n".join(lines))

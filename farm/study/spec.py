@@ -83,6 +83,12 @@ class Study(_Strict):
         description="With strategy local: where the search starts, a trial of the grid (name or id) or the serve "
         "command run today (`vllm serve MODEL --flag ...`).",
     )
+    repair_start: bool = Field(
+        default=True,
+        description="With strategy local: where the start cannot start here (its requests at once above what the "
+        "engine holds, predicted or named by its failed start), search from farm's repair of it, labelled so "
+        "(true), or stop with why (false).",
+    )
     budget_gpu_hours: float | None = Field(
         default=None, gt=0, le=1_000_000,
         description="With strategy halving: GPU-hours the sweep may spend in all (engine starts and runs, as the "

@@ -62,3 +62,21 @@ def test_on_the_h200_the_same_command_starts_and_nothing_of_it_is_repaired(study
     assert "your command does not start" not in out
     step = next(x for x in out.splitlines() if x.strip().startswith("step 1 races"))
     assert "repaired" not in step.split(" against ")[0]
+
+
+def test_a_study_that_asks_for_no_repair_stops_at_the_command_that_does_not_start(study):
+    tmp, path, command = study
+    data = yaml.safe_load(path.read_text())
+    data["repair_start"] = False
+    strict = tmp / "strict.yaml"
+    strict.write_text(yaml.safe_dump(data, sort_keys=False))
+    out = run_farm("sweep", "--dry-run", "--config", str(strict), "--grid", "full", "--strategy", "local",
+                   "--from", command, "--accelerator", "H100", cwd=tmp)
+    assert out.returncode == 0, out.stderr
+    assert "your command does not start on H100" in out.stdout
+    assert "the study asks for no repair (repair_start: false), so the search stops here" in out.stdout
+    assert "step 1 races" not in out.stdout
+    bad = tmp / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**data, "repair_start": "sometimes"}, sort_keys=False))
+    refused = run_farm("sweep", "--dry-run", "--config", str(bad), "--grid", "full", cwd=tmp)
+    assert refused.returncode == 2 and "repair_start" in refused.stderr and "Traceback" not in refused.stderr
