@@ -1259,28 +1259,25 @@ def resplit(bundle: Path, part_bytes: int) -> dict:
     return manifest
 
 
+def _resplit_main(argv: list[str]) -> dict:
+    """scripts/offline-bundle.py --resplit DIR --part-mib N"""
+    ap = argparse.ArgumentParser(prog=f"{PROG} --resplit")
+    ap.add_argument("--resplit", required=True, metavar="DIR", help="a bundle directory (OUT/NAME)")
+    ap.add_argument("--part-mib", type=float, required=True, help="largest part, MiB")
+    args = ap.parse_args(argv)
+    if not (args.part_mib > 0):
+        raise UsageError(f"--part-mib {args.part_mib}: must be positive")
+    return resplit(Path(args.resplit), int(args.part_mib * MIB))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--resplit"]:
-        # scripts/offline-bundle.py --resplit DIR --part-mib N
-        ap = argparse.ArgumentParser(prog=f"{PROG} --resplit")
-        ap.add_argument("--resplit", required=True, metavar="DIR", help="a bundle directory (OUT/NAME)")
-        ap.add_argument("--part-mib", type=float, required=True, help="largest part, MiB")
-        args = ap.parse_args(argv)
-        try:
-            if not (args.part_mib > 0):
-                raise UsageError(f"--part-mib {args.part_mib}: must be positive")
-            m = resplit(Path(args.resplit), int(args.part_mib * MIB))
-        except UsageError as exc:
-            print(f"{PROG}: error: {exc}", file=sys.stderr)
-            return 2
-        except ToolError as exc:
-            print(f"{PROG}: error: {exc}", file=sys.stderr)
-            return 1
-        print(f"{m['bundle']}: {len(m['parts'])} part(s): " + ", ".join(f"{p['file']} {p['size'] / MIB:.1f} MiB"
-                                                                   for p in m["parts"]))
-        return 0
     try:
+        if argv[:1] == ["--resplit"]:
+            m = _resplit_main(argv)
+            print(f"{m['bundle']}: {len(m['parts'])} part(s): " + ", ".join(
+                f"{p['file']} {p['size'] / MIB:.1f} MiB" for p in m["parts"]))
+            return 0
         args = parse_args(argv)
         manifest = build(args)
     except UsageError as exc:

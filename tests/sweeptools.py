@@ -194,3 +194,15 @@ def start_farm_server(store: Path, port: int, *, env: dict[str, str], log: Path,
             proc.kill()
             raise RuntimeError(f"farm server did not come up: {log.read_text(errors='replace')[-3000:]}")
         time.sleep(0.5)
+
+
+def shape_config() -> dict:
+    """Qwen3.5-35B-A3B's config.json as scripts/make-shape-model.py writes it (its language model),
+    for the memory-fit tests: the real shape, no model directory needed."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_shape_model", REPO / "scripts" / "make-shape-model.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return {"text_config": {**mod.TEXT, "model_type": "qwen3_5_moe_text"}}
+

@@ -4,26 +4,19 @@ vLLM 0.20.2 reported on the lent H200 (bench/h200/engine-logs/, ../shared/refere
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from farm.analysis import memory_fit as mf
+from sweeptools import shape_config
 from farm.study.grid import expand
 from farm.study.load import load_study
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def _shape_config() -> dict:
-    spec = importlib.util.spec_from_file_location("make_shape_model", REPO / "scripts" / "make-shape-model.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return {"text_config": {**mod.TEXT, "model_type": "qwen3_5_moe_text"}}
-
-
-CONFIG = _shape_config()
+CONFIG = shape_config()
 BASE = {"reasoning-parser": "qwen3", "max-model-len": 32768}
 
 

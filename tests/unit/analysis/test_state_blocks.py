@@ -8,13 +8,13 @@ start; farm says so before the start, and names the cap that would start."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 
 from farm.analysis import memory_fit as mf
+from sweeptools import shape_config
 from farm.engines import get_engine
 
 REPO = Path(__file__).resolve().parents[3]
@@ -23,14 +23,7 @@ H200_LOGS = sorted((REPO / "bench/h200/engine-logs").glob("vllm-0.20.2-*.log"))
 GIB = 1024 ** 3
 
 
-def _shape_config() -> dict:
-    spec = importlib.util.spec_from_file_location("make_shape_model", REPO / "scripts" / "make-shape-model.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return {"text_config": {**mod.TEXT, "model_type": "qwen3_5_moe_text"}}
-
-
-CONFIG = _shape_config()
+CONFIG = shape_config()
 SHAPE = mf.shape_from_config(CONFIG)
 VLLM = get_engine("vllm")
 SEED = {"max-model-len": 32768, "quantization": "fp8", "enable-prefix-caching": True, "performance-mode": "throughput"}

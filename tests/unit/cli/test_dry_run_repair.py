@@ -6,7 +6,6 @@ from. On the H200 the same command starts (it ran there), and nothing is repaire
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 import yaml
 
 from conftest import run_farm
+from sweeptools import shape_config
 
 REPO = Path(__file__).resolve().parents[3]
 COMMAND = (REPO / "bench/h200/engine-logs/vllm-0.20.2-fp8-prefix-throughput-dummy-pass2-fresh-machine-start.command.txt")
@@ -22,12 +22,9 @@ COMMAND = (REPO / "bench/h200/engine-logs/vllm-0.20.2-fp8-prefix-throughput-dumm
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("repair-dry-run")
-    spec = importlib.util.spec_from_file_location("make_shape_model", REPO / "scripts" / "make-shape-model.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     model = tmp / "models" / "qwen3.5-35b-a3b-shape"
     model.mkdir(parents=True)
-    (model / "config.json").write_text(json.dumps({"text_config": {**mod.TEXT, "model_type": "qwen3_5_moe_text"}}))
+    (model / "config.json").write_text(json.dumps(shape_config()))
     data = yaml.safe_load((REPO / "configs" / "h200-dummy.yaml").read_text())
     data["models"]["bf16"]["name"] = str(model)
     path = tmp / "study.yaml"

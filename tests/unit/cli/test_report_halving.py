@@ -10,7 +10,6 @@ are known (as tests/unit/cli/test_report_sweeps.py does for a grid sweep)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -24,6 +23,7 @@ from farm.analysis.results import ProfileRun, RunMetrics, Status, TrialResult
 from farm.cli.main import cli
 from farm.study.grid import expand
 from farm.study.load import load_study
+from sweeptools import shape_config
 
 REPO = Path(__file__).resolve().parents[3]
 BUDGET = 1.0
@@ -66,13 +66,6 @@ def _halving_sweep(uri: str, study, grid: str, tps: dict[str, float]) -> str:
     return sweep_id
 
 
-def _shape_config() -> dict:
-    spec = importlib.util.spec_from_file_location("make_shape_model", REPO / "scripts" / "make-shape-model.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return {"text_config": {**mod.TEXT, "model_type": "qwen3_5_moe_text"}}
-
-
 def _memory_sweep(uri: str, tmp: Path) -> tuple[str, list[str]]:
     """A vLLM grid sweep of Qwen3.5's shape on the H200 whose trials reported their KV-cache tokens;
     the sweep's check recorded, then the model's directory removed."""
@@ -81,7 +74,7 @@ def _memory_sweep(uri: str, tmp: Path) -> tuple[str, list[str]]:
 
     model = tmp / "model"
     model.mkdir()
-    (model / "config.json").write_text(json.dumps(_shape_config()))
+    (model / "config.json").write_text(json.dumps(shape_config()))
     data = yaml.safe_load((REPO / "configs" / "h200-dummy.yaml").read_text())
     data["models"]["bf16"]["name"] = str(model)
     data["accelerator_type"] = "H200"  # `auto` as the driver stores it on the H200 (farm/run/driver.py)
