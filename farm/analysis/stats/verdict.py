@@ -127,7 +127,7 @@ def decide(diff: Diff, *, p_adjusted: float | None, alpha: float, margin: float 
         return Decided(decision=direction(), **base, **interval,
                        why=f"{direction()}: {_pct1(diff.relative)}, Holm-adjusted p = {p_adjusted:.3g} < {alpha:g}")
     runs = _runs_to_decide(d, diff, alpha, bound, family)
-    have = max(diff.n_a, diff.n_b)
+    have = min(diff.n_a, diff.n_b)
     if runs is None:
         noise = math.sqrt(((diff.log_sd_a or 0) ** 2 + (diff.log_sd_b or 0) ** 2) / 2)
         tail = (f"no number of runs up to {MAX_RUNS_EACH} each would decide it at the current noise (a CV of about "
@@ -135,8 +135,7 @@ def decide(diff: Diff, *, p_adjusted: float | None, alpha: float, margin: float 
     else:
         more = runs - have
         tail = f"{more} more run{'' if more == 1 else 's'} each ({runs} each) would decide it at the current noise"
-    return Decided(decision="undecided", **base, **interval, runs_each=runs,
-                   more_runs=None if runs is None else runs - min(diff.n_a, diff.n_b),
+    return Decided(decision="undecided", **base, **interval, runs_each=runs, more_runs=None if runs is None else runs - have,
                    why=f"undecided: {_pct1(diff.relative)} is neither significant nor inside \u00b1{margin * 100:g} % "
                        f"({shown}); {tail}")
 
