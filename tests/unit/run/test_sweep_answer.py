@@ -167,7 +167,7 @@ def test_json_is_the_only_thing_on_stdout(ended, capsys):
     assert summary["recommended"]["command"] == MlflowClient(uri).get_run(outcome.sweep_id).data.tags["farm.recommended_command"]
     chat = summary["profiles"]["smoke_chat"]
     assert chat["recommended"]["total_tps"] > chat["baseline"]["total_tps"] and chat["delta_pct"] > 0
-    assert len(chat["delta_ci_pct"]) == 2 and chat["verdict"] in ("winner", "tie", "cannot_tell", "only_candidate")
+    assert len(chat["delta_ci_pct"]) == 2 and chat["verdict"] in ("winner", "equivalent", "undecided", "cannot_tell", "only_candidate")
     assert summary["failures"] == [{"trial": trials[3].id, "label": trials[3].label, "status": "engine_failed_to_start",
                                     "reason": "engine exited with code 2 before it was ready", "attempt": 1}]
     assert summary["counts"] == {"trials": 4, "ok": 3, "failed": 1, "skipped": 0, "pending": 0}
