@@ -311,7 +311,9 @@ class TrialRunner:
             result.engine_reported["same_server_as"] = same.twin.trial_id
             return
         for name in trial.profiles:
-            if job.profiles[name].warmup_requests and not self._cancelled.is_set():
+            # every profile warms up after every engine start (a later pass, a rung, a search step),
+            # unless it says `warmup_requests: 0`
+            if job.profiles[name].warmup_count() and not self._cancelled.is_set():
                 warm_run = self._warmup(name, base_url, tokenizer, data_files.get(name))
                 result.warmup_runs.append(warm_run)
                 if self.proc is not None and not self.proc.alive():
@@ -364,18 +366,20 @@ class TrialRunner:
         return False
 
     def _warmup(self, name: str, base_url: str, tokenizer: str, data_file: Path | None) -> WarmupRun:
-        """An unrecorded run of `warmup_requests` of the profile's data: the first run after a start
-        was 4 % slower than the next two on the H200 (lazy initialisation, allocator growth)."""
+        """An unrecorded run of the profile's data at its concurrency (`ProfileSpec.warmup_count`): the
+        first run after a start was 4 % slower than the next two on the H200, 17 % on the H100 (lazy
+        initialisation, allocator growth)."""
         profile = self.job.profiles[name]
+        count = profile.warmup_count()
         started = time.time()
         stem = f"{name}-warmup"
         spec = bench_client.scenario_spec(profile, target=base_url, model=self.job.trial.model, tokenizer=tokenizer,
                                           output=self.dir / f"{stem}.json", data_file=data_file,
-                                          requests=profile.warmup_requests)
+                                          requests=count)
         client = self.client.run(spec, workdir=self.dir, name=stem, timeout_s=outcome.client_timeout_s(profile),
                                          engine_alive=lambda: self.proc is not None and self.proc.alive(),
                                          cancelled=self._cancelled.is_set)
-        warm = WarmupRun(profile=name, requests=profile.warmup_requests, seconds=round(time.time() - started, 2),
+        warm = WarmupRun(profile=name, requests=count, seconds=round(time.time() - started, 2),
                          ok=client.returncode == 0 and not client.timed_out)
         if not warm.ok:
             warm.reason = "timed out" if client.timed_out else (

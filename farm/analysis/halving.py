@@ -318,8 +318,11 @@ def rung_study(study: Study, rungs: Sequence[Rung]) -> Study:
             continue
         for name, profile in rung.profiles.items():
             spec = study.profiles[profile]
+            # A rung starts its trials' engines again: its runs warm up as the profile's do (unset: one
+            # round at the profile's concurrency, capped at the rung's requests by ProfileSpec.warmup_count).
+            warm = None if spec.warmup_requests is None else min(spec.warmup_requests, rung.requests[name])
             extra[name] = spec.model_copy(update={
-                "requests": rung.requests[name], "warmup_requests": min(spec.warmup_requests, rung.requests[name]),
+                "requests": rung.requests[name], "warmup_requests": warm,
                 "description": f"rung {rung.index} of a halving sweep: {profile} at {rung.requests[name]} requests"})
     return study.model_copy(update={"profiles": {**study.profiles, **extra}})
 
