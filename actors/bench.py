@@ -22,7 +22,7 @@ import ray
 from ray.exceptions import RayError
 from pydantic import BaseModel, ConfigDict, Field
 
-from actors import bench_client, client_host, compile_cache
+from actors import bench_client, client_host, compile_cache, machine
 from actors.datasets import DatasetMissing, prepare_sharegpt
 from farm.engines import get_engine
 from farm.engines.base import Failure, redact_args
@@ -30,8 +30,8 @@ from actors.proc import (EngineEnvError, EngineExited, EngineProcess, ReadyTimeo
                        tail)
 from farm.analysis import capacity, outcome
 from farm.analysis.twins import Twin, same_server
-from farm.analysis.results import (ProfileRun, ReportError, Status, TrialResult, WarmupRun, parse_report, slim_report,
-                                   stopped_by_time_limit)
+from farm.analysis.results import (ProfileRun, ReportError, Status, TrialResult, WarmupRun, benchmark_window,
+                                   parse_report, slim_report, steady_of, stopped_by_time_limit)
 from farm.secrets import redact_flags, scrub, secret_values
 from farm.study.spec import EngineSpec, ProfileSpec
 from actors.tokenizer import cache_dir, resolve_tokenizer
@@ -90,6 +90,9 @@ class TrialRunner:
         self._group: str | None = None
         self._group_dir = cache_dir() / "compile"
         self._gpu_model: str | None = None
+        self._sampled_gpus: list[str] = []  # the GPUs whose clocks each run samples (none for a CPU engine)
+        self._no_gpu_why = machine.NO_GPU
+        self._machine_key: str | None = None
         # One guidellm client process for the trial's warm-ups and runs (actors/bench_client.py).
         self.client = bench_client.ClientSession(host=client_host)
 
@@ -225,6 +228,10 @@ class TrialRunner:
         )
         if trial.gpus:
             result.gpu_name = self._gpu_model if result.gpus == gpus else _gpu_name(result.gpus)
+        self._sampled_gpus = list(result.gpus) if trial.gpus else []
+        self._no_gpu_why = machine.NO_GPU if not trial.gpus else "no GPU visible: CUDA_VISIBLE_DEVICES names none"
+        result.machine = machine.fingerprint(self._sampled_gpus, none_why=self._no_gpu_why)
+        self._machine_key = result.machine.key
         result.engine_reported.update(reported)
         if cold is not None:
             result.engine_reported["compile_cache_cold"] = cold
@@ -399,10 +406,13 @@ class TrialRunner:
         spec = bench_client.scenario_spec(profile, target=base_url, model=trial.model, tokenizer=tokenizer,
                                           output=report, data_file=data_file)
         timeout_s = outcome.client_timeout_s(profile)
+        sampler = machine.GpuSampler(self._sampled_gpus, none_why=self._no_gpu_why).start()
         client = self.client.run(spec, workdir=self.dir, name=stem, timeout_s=timeout_s,
                                          engine_alive=lambda: self.proc is not None and self.proc.alive(),
                                          cancelled=self._cancelled.is_set)
         run.finished_at = time.time()
+        window: tuple[float, float] | None = None
+        run.machine = self._machine_key
         run.client_forked = client.forked
         after = self._counters(base_url)
         run.engine_counters = {k: after[k] - before[k] for k in after if k in before}
@@ -417,11 +427,16 @@ class TrialRunner:
             try:
                 raw = json.loads(report.read_text())
                 run.metrics, _ = parse_report(raw, profile.requests)
+                window = benchmark_window(raw)
+                steady = steady_of(raw["benchmarks"][-1])
+                if steady.why:
+                    run.warnings.append(f"no steady-state throughput: {steady.why}")
                 report.write_text(json.dumps(slim_report(raw)))
                 run.report_file = report.name
                 facts.update(metrics=run.metrics, stopped_by_time_limit=at is None and stopped_by_time_limit(raw))
             except (OSError, ValueError, ReportError) as exc:
                 facts.update(report_error=str(exc), client_log=tail(client.log_path, 200))
+        run.gpu = sampler.stop(window)
         status, reason = outcome.judge_run(outcome.RunFacts(**facts))
         run.status, run.reason = status, scrub(reason, self._secrets) if reason else None
         return run

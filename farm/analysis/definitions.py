@@ -49,8 +49,19 @@ DEFINITIONS: tuple[Definition, ...] = (
                "totals (what the seed's Total tok/s means)",
                "guidellm's token totals and duration; guidellm's windowed mean rate is kept as "
                "guidellm_total_tps_mean and checked against it"),
+    Definition("Steady-state throughput", "steady_tps, steady_output_tps, steady_window_s",
+               "(prompt + output) or output tokens per second over the window in which the client held its full "
+               "concurrency: from the requests in flight first reaching the profile's max_concurrency to the last "
+               "request sent, ramp-up and drain left out; none where the run had no such window (under 20 % of it)",
+               "guidellm's per-request timings (start, first and last token) and token counts: output tokens spread "
+               "from a request's first token to its last, prompt tokens at its first (farm/analysis/steady.py)"),
     Definition("Request throughput", "request_throughput", "successful requests per second of the run",
                "guidellm's request totals and duration"),
+    Definition("Success rate, lost requests", "success_rate, client_lost_requests",
+               "successful requests over the requests the profile sent; a request the client sent and never "
+               "accounted for (neither successful, errored nor incomplete, no time limit reached) is lost, not a "
+               "success",
+               "guidellm's request totals and its scheduler's count of requests created and processed"),
     Definition("Goodput", "goodput_rps, slo_attainment",
                "requests per second (and their share) that met the profile's TTFT and TPOT limits, each request "
                "on its own (DistServe's goodput)",

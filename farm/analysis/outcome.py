@@ -141,8 +141,11 @@ def judge_run(facts: RunFacts) -> tuple[Status, str | None]:
         return Status.timeout, (f"ran past its limit of {facts.max_seconds:g} s: {done:.0f} of {facts.requests} "
                                 f"requests finished ({m.successful_requests:.0f} succeeded)")
     if m.success_rate < facts.min_success_rate:
+        # over the requests sent: a request the client lost track of is not a success (issue 45)
+        lost = (f"; {m.client_lost_requests:.0f} sent and never accounted for by the client (lost)"
+                if m.client_lost_requests else "")
         return Status.low_success_rate, (f"{m.successful_requests:.0f} of {m.total_requests:.0f} requests succeeded "
-                                         f"({m.success_rate:.1%} < {facts.min_success_rate:.0%})")
+                                         f"({m.success_rate:.1%} < {facts.min_success_rate:.0%}){lost}")
     return Status.ok, None
 
 

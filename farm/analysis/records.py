@@ -25,7 +25,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Str
                       field_validator)
 
 from farm.analysis.limits import EffectiveLimits, effective_limits
-from farm.analysis.results import Status, TrialResult, migrate_tpot
+from farm.analysis.results import GpuSamples, MachineFingerprint, ProfileRun, Status, TrialResult, migrate_tpot
 from farm.analysis.start_phases import start_cache, start_phases
 from farm.engines import get_engine
 from farm.engines.base import parse_cli_flags, render_flags
@@ -134,6 +134,14 @@ class Provenance(_Strict):
     engine_start_pass: StrictInt | None = Field(
         default=None, ge=1, description="Which of the trial's engine starts served this run: its pass or rung "
         "(1 the first). A trial started again for a later pass held its GPUs for each start.")
+    # The machine and what its GPUs did (actors/machine.py): runs of one key ran on one machine.
+    machine_key: StrictStr | None = Field(default=None, description="The machine the run ran on "
+                                          "(MachineFingerprint.key); none: not recorded.")
+    machine: MachineFingerprint | None = Field(
+        default=None, description="That machine's fingerprint (GPU, driver, CUDA, kernel, CPU, host hash), where the "
+        "trial recorded it for this run's machine.")
+    gpu_samples: GpuSamples | None = Field(
+        default=None, description="The GPUs' SM clock, temperature and power over the run's window, or why not measured.")
 
 
 class RunRecord(_Strict):
@@ -227,6 +235,21 @@ class RunRecord(_Strict):
         return out / ok if ok and out is not None else None
 
 
+# The throughputs a study may decide by (farm/analysis/definitions.py): the seed's totals-based rate, or
+# the rate while the client held its full concurrency (farm/analysis/steady.py).
+DecidingMetric = Literal["total_tps", "steady_tps"]
+DECIDING_METRICS: tuple[str, ...] = ("total_tps", "steady_tps")
+
+
+def deciding_value(rec: RunRecord, metric: str = "total_tps") -> float | None:
+    """The number that decides for one run under `metric` (a `Results.deciding_metric`): None where the
+    run has none (a failed run; a run without a steady-state window, under steady_tps). Never the
+    other metric in its place: a run is ranked on one number or not at all."""
+    if not rec.measured:
+        return None
+    return rec.metric(metric)
+
+
 class Results(_Strict):
     """Every run of one study or sweep, with the profiles they ran."""
 
@@ -240,6 +263,9 @@ class Results(_Strict):
     sweeps: list[str] = Field(default_factory=list,
                               description="Every sweep the runs come from, when several are reported as one.")
     engine_versions: dict[str, str] = Field(default_factory=dict, description="Engine -> version string.")
+    deciding_metric: DecidingMetric = Field(
+        default="total_tps", description="The throughput that ranks and decides (the study's `deciding_metric`): "
+        "selection reads each run's through `deciding_value`.")
 
     def profiles_with_runs(self) -> list[str]:
         seen = {r.profile for r in self.records}
@@ -304,6 +330,7 @@ class _FileResults(BaseModel):
     sweep_id: StrictStr | None = None
     sweeps: list[StrictStr] = Field(default_factory=list)
     engine_versions: dict[str, StrictStr] = Field(default_factory=dict)
+    deciding_metric: DecidingMetric = "total_tps"
     schema_version: StrictInt | None = None
 
 
@@ -412,6 +439,7 @@ def results_from_data(data: Any, source: str) -> Results:
         sweep_id=parsed.sweep_id,
         sweeps=list(parsed.sweeps),
         engine_versions=dict(parsed.engine_versions),
+        deciding_metric=parsed.deciding_metric,
     )
 
 
@@ -479,6 +507,8 @@ def results_to_data(results: Results) -> dict[str, Any]:
         "sweeps": results.sweeps or None,
         "primary_profile": results.primary_profile,
         "engine_versions": results.engine_versions or None,
+        # written where it is not the default: files from before it stay as they were
+        "deciding_metric": results.deciding_metric if results.deciding_metric != "total_tps" else None,
     }
     profiles = {name: p.model_dump(exclude_none=True) for name, p in results.profiles.items()}
     return {**{k: v for k, v in head.items() if v is not None}, "profiles": profiles, "runs": runs}
@@ -562,6 +592,7 @@ def records_from_trials(trial_results: list["TrialResult"], study: "Study", *, g
         grid=grid,
         sweep_id=sweep_id or (chosen[0].sweep_id if chosen else None),
         engine_versions=versions,
+        deciding_metric=study.deciding_metric,
     )
 
 
@@ -602,7 +633,7 @@ def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, Profil
         asked = profiles[run.profile].total_requests if run.profile in profiles else None
         out.append(RunRecord(id=f"{t.label}/{run.profile}/{run.repeat}", profile=run.profile, repeat=run.repeat,
                              load=run.load, status=run.status, reason=run.reason, metrics=metrics, total_requests=asked,
-                             provenance=provenance_of(tr, run.started_at, run.finished_at, run.pass_index),
+                             provenance=provenance_of(tr, run.started_at, run.finished_at, run.pass_index, run),
                              **{**common, "node": run_node(run)}))
     ran = {run.profile for run in tr.runs}
     for profile in t.profiles:
@@ -615,10 +646,12 @@ def _trial_records(tr: "TrialResult", study: "Study", profiles: dict[str, Profil
 
 
 def provenance_of(tr: "TrialResult", started_at: float | None, finished_at: float | None = None,
-                  pass_index: int = 1) -> Provenance:
+                  pass_index: int = 1, run: "ProfileRun | None" = None) -> Provenance:
     """A trial's versions, GPU, weights and engine start, as one run of it carries them: the engine
     start is the one that served the run (a later pass or rung starts the engine again), unknown
-    for a later pass stored without its start's facts."""
+    for a later pass stored without its start's facts. The run's machine and GPU samples where it
+    recorded them; the machine's fingerprint where it is the trial's (a later pass elsewhere names
+    its machine by key only)."""
     reported = _start_reported(tr, pass_index)
     cold = reported.get("compile_cache_hit")
     start = reported.get("ready_s")
@@ -639,6 +672,9 @@ def provenance_of(tr: "TrialResult", started_at: float | None, finished_at: floa
         start_cache=start_cache(reported),
         start_cache_unusable=_text(reported.get("compile_cache_load_failure")),
         engine_start_pass=pass_index if reported else None,
+        machine_key=run.machine if run is not None else None,
+        machine=tr.machine if run is not None and tr.machine is not None and run.machine == tr.machine.key else None,
+        gpu_samples=run.gpu if run is not None else None,
     )
 
 

@@ -3,11 +3,14 @@
 Metric names follow the seed's "Serving Benchmark Result" block (see
 `shared/reference/seed-results.json`). Throughput is computed from totals: `total_tps` is the
 prompt plus output tokens of successful requests divided by the benchmark's duration;
-guidellm's own windowed mean rate is kept beside it as `guidellm_total_tps_mean`.
+guidellm's own windowed mean rate is kept beside it as `guidellm_total_tps_mean`, and the rate
+while the client held its full concurrency (ramp-up and drain left out) as `steady_tps`
+(farm/analysis/steady.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from enum import Enum
 from pathlib import Path
@@ -15,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from farm.analysis.steady import Steady, requests_of, steady_state
 from farm.study.trial import Trial
 
 # 2: `tpot_*` became the field's TPOT (guidellm's inter-token latency); guidellm's own figure,
@@ -57,12 +61,12 @@ class RunMetrics(BaseModel):
     errored_requests: float = 0
     incomplete_requests: float = 0
     total_requests: float
-    success_rate: float = Field(description="Successful requests over all requests the profile asked for "
-                                            "(less those the client lost track of: `client_lost_requests`).")
+    success_rate: float = Field(description="Successful requests over all requests the profile asked for (sent): "
+                                            "a request the client lost (`client_lost_requests`) is not a success.")
     client_lost_requests: float = Field(
-        default=0, description="Requests guidellm sent and never saw end: its benchmark finished, with no limit "
-                               "reached, while they were still in flight. The client's loss, not the engine's "
-                               "failure: left out of the success rate.")
+        default=0, description="Requests guidellm sent and never accounted for (neither successful, errored nor "
+                               "incomplete): its benchmark finished, with no limit reached, while they were still in "
+                               "flight (999 of 1,000 counted on the H200). Counted as lost, not as served.")
     max_concurrency: float | None = None
     duration_s: float
     total_input_tokens: float
@@ -70,6 +74,12 @@ class RunMetrics(BaseModel):
     request_throughput: float
     output_tps: float
     total_tps: float = Field(description="(prompt + output tokens of successful requests) / duration.")
+    steady_tps: float | None = Field(
+        default=None, description="(prompt + output tokens) per second over the window in which the client held its "
+                                  "full concurrency, ramp-up and drain left out (farm/analysis/steady.py); none where "
+                                  "the run had no such window or its report no per-request timings.")
+    steady_output_tps: float | None = Field(default=None, description="Output tokens per second over that window.")
+    steady_window_s: float | None = Field(default=None, description="That window's length (seconds).")
     guidellm_total_tps_mean: float | None = Field(default=None, description="guidellm's own windowed mean token rate.")
     guidellm_output_tps_mean: float | None = None
     peak_output_tps: float | None = None
@@ -107,6 +117,55 @@ class RunMetrics(BaseModel):
     goodput_rps: float | None = Field(default=None, description="guidellm goodput: SLO-conforming requests per second.")
 
 
+class Spread(BaseModel):
+    """Min, mean and max of a quantity sampled over a run's window."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min: float
+    mean: float
+    max: float
+
+
+class GpuSamples(BaseModel):
+    """What the trial's GPUs did over one run's window (actors/machine.py samples NVML a few times a
+    second); `measured: false` with the reason where nothing was sampled (no NVML, no GPU): never zeros."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    measured: bool
+    reason: str | None = Field(default=None, description="Why not measured (NVML absent, the trial holds no GPU).")
+    gpus: list[str] = Field(default_factory=list, description="The GPU ids sampled (CUDA_VISIBLE_DEVICES).")
+    samples: int = Field(default=0, description="Samples per GPU within the window.")
+    sm_clock_mhz: Spread | None = Field(default=None, description="SM clock (MHz) over the window, all GPUs.")
+    temperature_c: Spread | None = Field(default=None, description="GPU temperature (degrees C) over the window.")
+    power_w: Spread | None = Field(default=None, description="Power draw (W) per GPU over the window.")
+
+
+class MachineFingerprint(BaseModel):
+    """The machine a trial ran on: what tells one lent GPU machine from another (all are named 'vm')."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = Field(description="The host name's sha256, first 12 hex digits.")
+    kernel: str | None = None
+    cpu_model: str | None = None
+    cpu_count: int | None = Field(default=None, description="CPUs this process may run on.")
+    gpu_name: str | None = None
+    gpu_count: int | None = None
+    gpu_driver: str | None = None
+    cuda_driver: str | None = Field(default=None, description="The CUDA version the driver supports (NVML).")
+    gpu_uuids: str | None = Field(default=None, description="The trial's GPUs' UUIDs, hashed: the physical GPUs.")
+    gpu_max_sm_clock_mhz: float | None = None
+    gpu_not_read: str | None = Field(default=None, description="Why the GPU fields are empty (no GPU, NVML absent).")
+
+    @property
+    def key(self) -> str:
+        """A short id of the machine (host, CPU, kernel, GPUs and driver): runs with one key ran on one machine."""
+        parts = (self.host, self.kernel, self.cpu_model, self.gpu_name, self.gpu_driver, self.gpu_uuids)
+        return hashlib.sha256("|".join(p or "" for p in parts).encode()).hexdigest()[:12]
+
+
 class ProfileRun(BaseModel):
     """One benchmark run of one profile on one trial's engine (one of possibly several repeats)."""
 
@@ -136,6 +195,10 @@ class ProfileRun(BaseModel):
     pass_index: int = Field(default=1, ge=1, description="Pass of `--repeats auto` this run belongs to (1 = the first).")
     load: float | None = Field(default=None, description="A capacity profile's run: the concurrency or rate it ran at; "
                                "`repeat` is then its place in the search.")
+    gpu: GpuSamples | None = Field(default=None, description="The GPUs' clocks, temperature and power over the run; "
+                                   "none: not recorded (results from before it was).")
+    machine: str | None = Field(default=None, description="The key of the machine the run ran on "
+                                "(MachineFingerprint.key); none: not recorded.")
 
 
 class WarmupRun(BaseModel):
@@ -219,6 +282,8 @@ class TrialResult(BaseModel):
     runs: list[ProfileRun] = Field(default_factory=list)
     warmup_runs: list[WarmupRun] = Field(default_factory=list, description="Warm-up runs before the measured ones.")
     engine_reported: dict[str, Any] = Field(default_factory=dict, description="What the engine says it got (KV capacity, ...).")
+    machine: MachineFingerprint | None = Field(default=None, description="The machine the trial (its first pass) ran "
+                                               "on; each run names its own by key.")
     log_tail: str = ""
     artifacts_dir: str | None = None
     @model_validator(mode="before")
@@ -285,20 +350,31 @@ def _stat(metrics: dict, name: str, stat: str, scope: str = "successful") -> flo
     return float(value) if value is not None else None
 
 
-def _lost_by_client(state: dict) -> float:
-    """Requests guidellm's scheduler still had in flight when its benchmark ended, although no limit
-    ended it: guidellm 0.8.1 can finish a `max_requests` run before the last response's update reaches
-    its scheduler (on a busy 2-core machine: created 8, processed 7, one "processing", no end of
-    processing recorded, while the server had answered all 8 with 200). Such a request is neither
-    served nor failed as far as farm can tell, so it does not count against the engine. A run that a
-    time limit ended keeps its unfinished requests as failures: the engine was too slow for them.
-    `state` is the benchmark's `scheduler_state`."""
-    if state.get("end_processing_time") is not None or not state.get("processing_requests"):
-        return 0.0
+def _lost_by_client(state: dict, accounted: float) -> float:
+    """Requests guidellm sent and never accounted for (`accounted`: successful, errored and incomplete
+    as it reports them), in a run no time limit ended. guidellm 0.8.1 can finish a `max_requests`
+    run before the last response's update reaches its scheduler (on a busy 2-core machine: created 8,
+    processed 7, one "processing", no end of processing recorded, while the server had answered all 8
+    with 200; on the H200, 999 of 1,000). Such a request is lost: not a success, whatever the server
+    did. A run that a time limit ended keeps its unfinished requests as the time limit's (a timeout,
+    not a loss). `state` is the benchmark's `scheduler_state`."""
     limits = {**(state.get("end_queuing_constraints") or {}), **(state.get("scheduler_constraints") or {})}
     if any((c.get("metadata") or {}).get("duration_exceeded") for c in limits.values() if isinstance(c, dict)):
         return 0.0
-    return float(state["processing_requests"])
+    sent = state.get("created_requests")
+    if not isinstance(sent, (int, float)):
+        return 0.0
+    return max(0.0, float(sent) - accounted)
+
+
+def steady_of(bench: dict) -> Steady:
+    """The steady-state window of one benchmark of a guidellm 0.8 report (farm/analysis/steady.py),
+    at the concurrency its strategy held (`max_concurrency`, or a concurrent strategy's streams)."""
+    strategy = (bench.get("config") or {}).get("strategy") or {}
+    level = strategy.get("max_concurrency") or strategy.get("streams")
+    level = int(level) if isinstance(level, (int, float)) and not isinstance(level, bool) and level > 0 else None
+    duration = bench.get("duration")
+    return steady_state(requests_of(bench), level, float(duration) if isinstance(duration, (int, float)) else None)
 
 
 def parse_benchmark(bench: dict, total_requests: int | None = None) -> RunMetrics:
@@ -310,26 +386,29 @@ def parse_benchmark(bench: dict, total_requests: int | None = None) -> RunMetric
     except (KeyError, TypeError) as exc:
         raise ReportError(f"guidellm report lacks {exc}") from None
     ok = float(totals.get("successful", 0))
-    asked = float(total_requests or totals.get("total") or 0)
+    state = bench.get("scheduler_state") or {}
+    # the profile's requests; without them, what guidellm sent (its own total leaves the lost ones out)
+    asked = float(total_requests or max(float(totals.get("total") or 0), float(state.get("created_requests") or 0)))
     # guidellm 0.8.1 leaves requests that complete after its measurement window closes out of its
     # metrics, while its scheduler still counts them as successful: they were served, so they
     # count toward the success rate (the token totals stay those of the window).
-    state = bench.get("scheduler_state") or {}
     served = max(ok, float(state.get("successful_requests") or 0))
-    lost = _lost_by_client(state)
-    counted = asked - lost
+    errored, incomplete = float(totals.get("errored", 0)), float(totals.get("incomplete", 0))
+    lost = _lost_by_client(state, max(float(state.get("processed_requests") or 0), served + errored + incomplete))
     prompt = _stat(m, "prompt_token_count", "total_sum") or 0.0
     output = _stat(m, "output_token_count", "total_sum") or 0.0
     # Guard against a zero-length benchmark (e.g. every request failed at once).
     per_s = (lambda x: x / duration) if duration > 0 else (lambda x: 0.0)
     strategy = (bench.get("config") or {}).get("strategy") or {}
     conc = (m.get("request_concurrency") or {}).get("total") or {}
+    steady = steady_of(bench)
     return RunMetrics(
         successful_requests=ok,
-        errored_requests=float(totals.get("errored", 0)),
-        incomplete_requests=float(totals.get("incomplete", 0)),
+        errored_requests=errored,
+        incomplete_requests=incomplete,
         total_requests=asked,
-        success_rate=min(1.0, served / counted) if counted > 0 else 0.0,
+        # over the requests sent: a request the client lost is not a success
+        success_rate=min(1.0, served / asked) if asked > 0 else 0.0,
         client_lost_requests=lost,
         max_concurrency=strategy.get("max_concurrency"),
         duration_s=duration,
@@ -338,6 +417,9 @@ def parse_benchmark(bench: dict, total_requests: int | None = None) -> RunMetric
         request_throughput=per_s(ok),
         output_tps=per_s(output),
         total_tps=per_s(prompt + output),
+        steady_tps=steady.tps,
+        steady_output_tps=steady.output_tps,
+        steady_window_s=steady.window_s,
         guidellm_total_tps_mean=_stat(m, "tokens_per_second", "mean"),
         guidellm_output_tps_mean=_stat(m, "output_tokens_per_second", "mean"),
         peak_output_tps=_stat(m, "output_tokens_per_second", "max"),
@@ -391,6 +473,17 @@ def stopped_by_time_limit(data: dict) -> bool:
         return False
     state = benches[-1].get("scheduler_state") or {}
     return "max_duration" in (state.get("end_processing_constraints") or {})
+
+
+def benchmark_window(data: dict) -> tuple[float, float] | None:
+    """The (last) benchmark's measured window, epoch seconds (its start and end time), or None."""
+    benches = data.get("benchmarks") if isinstance(data, dict) else None
+    if not benches:
+        return None
+    start, end = benches[-1].get("start_time"), benches[-1].get("end_time")
+    if isinstance(start, (int, float)) and isinstance(end, (int, float)) and end >= start:
+        return float(start), float(end)
+    return None
 
 
 def slim_report(data: dict) -> dict:

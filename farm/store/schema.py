@@ -55,6 +55,12 @@ RECOMMENDED_TAG = "farm.recommended"  # on a child run: "true" for the recommend
 RECOMMENDED_TRIAL_TAG = "farm.recommended_trial"  # on the parent: the recommended trial's id
 RECOMMENDED_COMMAND_TAG = "farm.recommended_command"  # on the parent: the serve command (secrets masked)
 VERDICT_TAG = "farm.verdict"  # on a child run: what selection made of it on the primary profile
+# On a child run: the machine the trial ran on (actors/machine.py), its key and one tag per field of its
+# fingerprint (farm.machine.gpu_name, farm.machine.gpu_driver, farm.machine.cuda_driver, farm.machine.kernel,
+# farm.machine.cpu_model, farm.machine.host, ...), and why its runs' GPUs were not sampled where they were not.
+MACHINE_TAG = "farm.machine"
+MACHINE_TAG_PREFIX = "farm.machine."
+GPU_NOT_MEASURED_TAG = "farm.gpu_samples"
 NOTE_MAX_CHARS = 7500  # the note is a tag (MLflow's limit: 8000 characters); the whole report is report/report.md
 
 TAG_MAX_CHARS = 5000  # MLflow's limit on a tag value (8000) with room for its encoding
@@ -101,7 +107,13 @@ METRICS = ("total_tps", "output_tps", "request_throughput", "success_rate", "dur
            "ttft_mean_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_mean_ms", "tpot_p95_ms", "itl_mean_ms",
            "latency_per_output_token_mean_ms",
            "latency_mean_s", "latency_p95_s", "guidellm_total_tps_mean", "successful_requests",
-           "total_input_tokens", "total_output_tokens")
+           "total_input_tokens", "total_output_tokens",
+           # the rate while the client held its full concurrency, and the requests it lost (issue 45)
+           "steady_tps", "steady_output_tps", "steady_window_s", "client_lost_requests")
+# What a run's GPUs did over its window (actors/machine.py): `<profile>/gpu_<quantity>_<min|mean|max>`,
+# logged like METRICS (the mean over the trial's runs; each run under `<profile>/runs/`).
+GPU_QUANTITIES = ("sm_clock_mhz", "temperature_c", "power_w")
+GPU_STATS = ("min", "mean", "max")
 LOAD_METRIC = "load"  # a capacity search's step: the concurrency or rate it ran at
 METRICS_PER_BATCH = 900  # MLflow takes at most 1000 metrics in one log_batch
 
@@ -126,6 +138,14 @@ def baseline_metric(profile: str, metric: str) -> str:
 
 def delta_metric(profile: str, metric: str) -> str:
     return f"{DELTA_PREFIX}/{profile}/{metric}{DELTA_SUFFIX}"
+
+
+def gpu_metric(quantity: str, stat: str) -> str:
+    return f"gpu_{quantity}_{stat}"
+
+
+def machine_tag(field: str) -> str:
+    return f"{MACHINE_TAG_PREFIX}{field}"
 
 
 def metric_name(profile: str, metric: str) -> str:

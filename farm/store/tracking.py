@@ -174,7 +174,38 @@ def trial_metrics(result: TrialResult) -> list[Metric]:
             if len(values) > 1:
                 out += [Metric(S.run_metric_name(profile, name), v, now, r.repeat)
                         for r, v in zip(runs, values)]
+        out += _gpu_metrics(profile, runs, now)
     return out
+
+
+def _gpu_metrics(profile: str, runs: list, now: int) -> list[Metric]:
+    """What the GPUs did over each run (actors/machine.py), where they were sampled: the mean over
+    the trial's runs, and each run at step = its repeat when there are several."""
+    out: list[Metric] = []
+    for quantity in S.GPU_QUANTITIES:
+        for stat in S.GPU_STATS:
+            pairs = [(r, getattr(spread, stat)) for r in runs
+                     if r.gpu is not None and r.gpu.measured and (spread := getattr(r.gpu, quantity)) is not None]
+            if not pairs:
+                continue
+            name = S.gpu_metric(quantity, stat)
+            out.append(Metric(S.metric_name(profile, name), _mean([v for _, v in pairs]), now, 0))
+            if len(pairs) > 1:
+                out += [Metric(S.run_metric_name(profile, name), v, now, r.repeat) for r, v in pairs]
+    return out
+
+
+def machine_tags(result: TrialResult) -> dict[str, str]:
+    """The trial's machine as tags (its key, each fingerprint field), and why its runs' GPUs were not
+    sampled where none was."""
+    tags: dict[str, str] = {}
+    if result.machine is not None:
+        tags[S.MACHINE_TAG] = result.machine.key
+        tags.update({S.machine_tag(k): str(v) for k, v in result.machine.model_dump(exclude_none=True).items()})
+    why = sorted({r.gpu.reason for r in result.runs if r.gpu is not None and not r.gpu.measured and r.gpu.reason})
+    if why:
+        tags[S.GPU_NOT_MEASURED_TAG] = "not measured: " + "; ".join(why)
+    return tags
 
 
 def _search_metrics(profile: str, runs: list, now: int) -> list[Metric]:
@@ -245,6 +276,7 @@ def _log_trial_body(c: MlflowClient, run_id: str, result: TrialResult, artifacts
         tags.append(RunTag(S.LOG_TAIL_TAG, tail_lines[-cap:]))
     if result.previous_attempts:
         tags.append(RunTag(S.PREVIOUS_ATTEMPTS_TAG, "\n".join(result.previous_attempts)[:cap]))
+    tags += [RunTag(k, v[:cap]) for k, v in machine_tags(result).items()]
     c.log_batch(run_id, metrics=trial_metrics(result), params=params, tags=tags)
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / S.RESULT_ARTIFACT).write_text(result.model_dump_json(indent=1))

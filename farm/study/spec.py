@@ -72,6 +72,12 @@ class Study(_Strict):
         "equivalent (the same within ±m, symmetric on the ratio scale): a decision as final as a significant "
         "difference (farm/analysis/stats). A fraction: 0.03 = ±3 %.",
     )
+    deciding_metric: Literal["total_tps", "steady_tps"] = Field(
+        default="total_tps",
+        description="The throughput that ranks and decides (farm/analysis/definitions.py): total_tps, tokens over the "
+        "run's whole duration (the seed's number); steady_tps, tokens per second while the client held its full "
+        "concurrency, ramp-up and drain left out (a run without such a window has none and cannot decide).",
+    )
     strategy: Literal["grid", "halving", "local"] = Field(
         default="grid",
         description="grid: every trial of the grid, as planned; halving: successive halving over the grid, short "

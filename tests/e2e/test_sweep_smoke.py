@@ -116,6 +116,36 @@ def test_every_run_s_client_was_forked_by_the_node_s_host_and_the_host_ended_wit
     wait_until(lambda: not client_hosts(smoke_sweep["mark"]), HANG_S, what=f"the sweep's client hosts {hosts} to be gone")
 
 
+def test_every_profile_warmed_up_and_every_run_has_its_steady_rate_and_its_machine(smoke):
+    """Issue 45 on the sweep's own runs (real guidellm, real mock-servers): each profile warmed up by
+    default (one round at its concurrency, 8), each run recorded its rate while the client held its
+    concurrency beside the totals-based one, the requests it lost, and its GPUs as not measured with
+    the reason (a mock holds no GPU), never zeros; each trial its machine, also in MLflow's tags."""
+    import json
+
+    _, uri, tmp = smoke
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("farm-demo")
+    children = client.search_runs([exp.experiment_id], filter_string="tags.`farm.kind` = 'trial'")
+    for child in children:
+        path = client.download_artifacts(child.info.run_id, "result.json", str(tmp / f"warm-{child.info.run_id}"))
+        result = json.loads(open(path).read())
+        assert [(w["profile"], w["requests"], w["ok"]) for w in result["warmup_runs"]] == [
+            ("smoke_chat", 8, True), ("smoke_generation", 8, True)]
+        assert result["machine"]["gpu_not_read"] == "no GPU: the trial holds none" and result["machine"]["kernel"]
+        assert child.data.tags["farm.machine"] and child.data.tags["farm.machine.kernel"] == result["machine"]["kernel"]
+        assert child.data.tags["farm.gpu_samples"] == "not measured: no GPU: the trial holds none"
+        for run in result["runs"]:
+            assert run["gpu"] == {"measured": False, "reason": "no GPU: the trial holds none", "gpus": [],
+                                  "samples": 0, "sm_clock_mhz": None, "temperature_c": None, "power_w": None}
+            m = run["metrics"]
+            # over the requests sent: the lost ones are no successes
+            assert m["success_rate"] * m["total_requests"] + m["client_lost_requests"] <= m["total_requests"]
+            if run["profile"] == "smoke_chat":  # 48 requests at 8 in flight: a steady state to measure
+                assert m["steady_tps"] > 0 and 0 < m["steady_window_s"] < m["duration_s"], run
+        assert child.data.metrics["smoke_chat/steady_tps"] > 0
+
+
 def test_dry_run_lists_the_full_study_without_starting_anything(tmp_path):
     proc = run_farm("sweep", "--grid", "full", "--dry-run", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -58,6 +58,12 @@ def test_warmup_and_profile_repeats_on_a_real_engine(tmp_path, monkeypatch):
     records = records_from_trials([result], study, grid="one")
     prov = records.records[0].provenance
     assert prov.client_version == f"guidellm {result.guidellm_version}" and prov.weights == "real"
+    # the machine it ran on, and its GPUs "not measured" with the reason (a CPU engine holds none), never zeros
+    assert result.machine.gpu_not_read == "no GPU: the trial holds none" and result.machine.kernel
+    assert prov.machine_key == result.machine.key and prov.machine == result.machine
+    assert all(r.gpu.measured is False and r.gpu.reason == "no GPU: the trial holds none" and r.gpu.sm_clock_mhz is None
+               for r in result.runs)
+    assert prov.gpu_samples == result.runs[0].gpu
     assert prov.engine_start_s == result.engine_reported["ready_s"] and prov.started_at.endswith("+00:00")
 
 

@@ -153,3 +153,15 @@ def test_a_trial_whose_actor_gave_no_result_is_a_result_all_the_same(lost, statu
 def test_the_sweep_shows_the_engine_log_only_where_the_engine_explains_the_failure():
     assert Status.oom in outcome.LOG_EXPLAINS and Status.invalid_flags in outcome.LOG_EXPLAINS
     assert not ({Status.timeout, Status.low_success_rate, Status.node_lost, Status.ok} & outcome.LOG_EXPLAINS)
+
+
+def test_a_run_whose_client_lost_requests_is_judged_over_the_requests_sent():
+    # the real report of 8 requests with one lost by guidellm (tests/unit/analysis/test_results.py):
+    # 7 of 8 is 87.5 %, whatever the server did with the eighth, and the reason names the loss
+    lost = parse_report(FIXTURES / "guidellm-0.8.1-mock-report-one-request-lost.json", 8)[0]
+    status, reason = judge_run(_facts(requests=8, metrics=lost))
+    assert status == Status.low_success_rate
+    assert reason == "7 of 8 requests succeeded (87.5% < 99%); 1 sent and never accounted for by the client (lost)"
+    # a floor it meets: ok, the lost request still recorded on the run
+    assert judge_run(_facts(requests=8, metrics=lost, min_success_rate=0.8)) == (Status.ok, None)
+    assert lost.client_lost_requests == 1

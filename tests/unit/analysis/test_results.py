@@ -49,17 +49,20 @@ def test_malformed_reports(bad):
 LOST = FIXTURES / "guidellm-0.8.1-mock-report-one-request-lost.json"
 
 
-def test_a_request_guidellm_lost_track_of_is_not_the_engines_failure():
+def test_a_request_guidellm_lost_track_of_counts_as_lost_and_the_rate_is_over_the_requests_sent():
     # A real report from a CI run (tests/unit/cli/test_partial_sweep.py, 2026-12-03): 8 requests
     # asked of a mock-server that answered all 8 with 200, and guidellm ended its benchmark with 7
-    # processed and one still "processing", no limit reached. farm marked the trial
-    # low_success_rate (7 of 8); the lost request now counts neither way.
+    # processed and one still "processing", no limit reached (on the H200: 999 of 1,000, none
+    # errored, none incomplete, recorded as a success rate of 1.0). The request is lost: recorded as
+    # such, and the success rate is over the 8 sent (issue 45).
     raw = json.loads(LOST.read_text())
     state = raw["benchmarks"][0]["scheduler_state"]
     assert (state["created_requests"], state["processed_requests"], state["processing_requests"]) == (8, 7, 1)
     metrics, _ = parse_report(raw, total_requests=8)
     assert metrics.successful_requests == 7 and metrics.errored_requests == 0
-    assert metrics.client_lost_requests == 1 and metrics.success_rate == 1.0
+    assert metrics.client_lost_requests == 1 and metrics.success_rate == pytest.approx(7 / 8)
+    # without the profile's count, what guidellm sent (its own total, 7, leaves the lost one out)
+    assert parse_report(raw)[0].success_rate == pytest.approx(7 / 8)
     # the throughput stays that of the 7 requests guidellm measured
     output = raw["benchmarks"][0]["metrics"]["output_token_count"]["successful"]["total_sum"]
     assert metrics.output_tps == pytest.approx(output / raw["benchmarks"][0]["duration"])

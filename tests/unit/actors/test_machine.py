@@ -1,0 +1,145 @@
+"""A run's GPU samples and a trial's machine fingerprint (actors/machine.py).
+
+On this machine for real: nvidia-ml-py is installed and NVML's library is not (no driver), so a
+trial that holds GPUs records "not measured" and why, never zeros. A CPU engine's trial holds none.
+The aggregation is tested through a stand-in for the `pynvml` module (the hook a GPU fixture would
+use); on a machine with a GPU, the `gpu` test reads the real one."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+
+from actors import machine
+from farm.analysis.results import GpuSamples
+
+
+def test_without_nvmls_library_a_gpu_trial_records_why_it_was_not_measured():
+    pynvml = pytest.importorskip("pynvml")  # the package is a dependency: installed everywhere farm is
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        pass
+    else:
+        pynvml.nvmlShutdown()
+        pytest.skip("NVML works here: the gpu test below covers it")
+    sampler = machine.GpuSampler(["0"], interval_s=0.01).start()
+    samples = sampler.stop()
+    assert samples == GpuSamples(measured=False, reason=samples.reason)
+    assert samples.reason.startswith("NVML absent: NVMLError_LibraryNotFound")
+    fp = machine.fingerprint(["0"])
+    assert fp.gpu_not_read.startswith("NVML absent: ") and fp.gpu_name is None and fp.gpu_driver is None
+    # the host is read all the same
+    assert fp.kernel and fp.cpu_count and len(fp.host) == 12 and len(fp.key) == 12
+
+
+def test_a_trial_without_gpus_says_so():
+    assert machine.GpuSampler([]).start().stop() == GpuSamples(measured=False, reason="no GPU: the trial holds none")
+    fp = machine.fingerprint([])
+    assert fp.gpu_not_read == "no GPU: the trial holds none" and fp.gpu_count is None
+    # the same machine twice is one key; another host another
+    assert machine.fingerprint([]).key == fp.key
+    assert fp.model_copy(update={"host": "0" * 12}).key != fp.key
+
+
+class FakeNvml:
+    """Stand-in for `pynvml`: two GPUs whose SM clock falls from 1980 MHz by 15 MHz a read (throttling),
+    temperatures 60 + reads, power 500 W (NVML answers in milliwatts); GPU 1 reports no power."""
+
+    NVML_CLOCK_SM = 1
+    NVML_TEMPERATURE_GPU = 0
+
+    class NVMLError_NotSupported(Exception):
+        pass
+
+    def __init__(self):
+        self.reads, self.inits, self.shutdowns = 0, 0, 0
+
+    def nvmlInit(self):
+        self.inits += 1
+
+    def nvmlShutdown(self):
+        self.shutdowns += 1
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        return int(uuid.rsplit("-", 1)[1])
+
+    def nvmlDeviceGetClockInfo(self, h, kind):
+        assert kind == self.NVML_CLOCK_SM
+        self.reads += 1
+        return 1980 - 15 * (self.reads - 1)
+
+    def nvmlDeviceGetTemperature(self, h, kind):
+        return 60 + self.reads
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        if h == 1:
+            raise self.NVMLError_NotSupported("Not Supported")
+        return 500_000
+
+    def nvmlDeviceGetName(self, h):
+        return b"NVIDIA H100 80GB HBM3"
+
+    def nvmlSystemGetDriverVersion(self):
+        return "580.159.04"
+
+    def nvmlSystemGetCudaDriverVersion(self):
+        return 13000
+
+    def nvmlDeviceGetUUID(self, h):
+        return f"GPU-aaaa-{h}"
+
+    def nvmlDeviceGetMaxClockInfo(self, h, kind):
+        return 1980
+
+
+def test_samples_over_a_runs_window_are_min_mean_max_of_every_gpu():
+    nvml = FakeNvml()
+    sampler = machine.GpuSampler(["0", "GPU-aaaa-1"], interval_s=0.01, nvml=nvml).start()
+    time.sleep(0.1)
+    samples = sampler.stop()
+    assert samples.measured and samples.reason is None and samples.gpus == ["0", "GPU-aaaa-1"]
+    assert samples.samples >= 2 and nvml.inits == nvml.shutdowns == 1
+    clock = samples.sm_clock_mhz
+    assert clock.max == 1980 and clock.min == 1980 - 15 * (nvml.reads - 1) and clock.min < clock.mean < clock.max
+    assert samples.power_w.min == samples.power_w.max == 500.0  # GPU 1's missing power is left out, not a zero
+    assert samples.temperature_c.min == 61
+
+
+def test_a_window_keeps_the_samples_within_it():
+    # samples (time, SM clock, temperature, power) as the thread records them: the run's own window
+    # (the benchmark's start and end, from its report) leaves out the client's start and end
+    sampler = machine.GpuSampler(["0"], nvml=FakeNvml())
+    sampler._handles = [0]
+    sampler._samples = [(10.0, 1980.0, 50.0, 120.0), (11.0, 1800.0, 70.0, 650.0), (12.0, 1700.0, 75.0, 690.0),
+                        (13.0, 1980.0, 52.0, 130.0)]
+    windowed = sampler.stop(window=(10.5, 12.5))
+    assert (windowed.sm_clock_mhz.min, windowed.sm_clock_mhz.max, windowed.power_w.mean) == (1700.0, 1800.0, 670.0)
+    assert windowed.samples == 2
+    # a run shorter than the sampling interval: the samples around it rather than none
+    assert sampler.stop(window=(12.2, 12.4)).samples == 4
+
+
+def test_the_fingerprint_names_the_gpus_and_driver():
+    fp = machine.fingerprint(["0", "1"], nvml=FakeNvml())
+    assert (fp.gpu_name, fp.gpu_count, fp.gpu_driver, fp.cuda_driver) == ("NVIDIA H100 80GB HBM3", 2, "580.159.04", "13.0")
+    assert fp.gpu_max_sm_clock_mhz == 1980 and fp.gpu_not_read is None and len(fp.gpu_uuids) == 12
+    # other GPUs of the same model on the same host: another machine key
+    assert machine.fingerprint(["2", "3"], nvml=FakeNvml()).key != fp.key
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(shutil.which("nvidia-smi") is None, reason="needs an NVIDIA GPU")
+def test_a_real_gpu_is_sampled():
+    sampler = machine.GpuSampler(["0"], interval_s=0.05).start()
+    time.sleep(0.5)
+    samples = sampler.stop()
+    assert samples.measured and samples.samples >= 5, samples.reason
+    assert samples.sm_clock_mhz.max > 0 and 0 < samples.temperature_c.mean < 110
+    fp = machine.fingerprint(["0"])
+    assert fp.gpu_name and fp.gpu_driver and fp.gpu_not_read is None
