@@ -319,8 +319,8 @@ class TrialRunner:
             return
         for name in trial.profiles:
             # every profile warms up after every engine start (a later pass, a rung, a search step),
-            # unless it says `warmup_requests: 0`
-            if job.profiles[name].warmup_count() and not self._cancelled.is_set():
+            # unless it says `warmup_requests: 0` or the engine has nothing to warm (the mock)
+            if job.profiles[name].warmup_count(self.engine.warms_up) and not self._cancelled.is_set():
                 warm_run = self._warmup(name, base_url, tokenizer, data_files.get(name))
                 result.warmup_runs.append(warm_run)
                 if self.proc is not None and not self.proc.alive():
@@ -377,7 +377,7 @@ class TrialRunner:
         first run after a start was 4 % slower than the next two on the H200, 17 % on the H100 (lazy
         initialisation, allocator growth)."""
         profile = self.job.profiles[name]
-        count = profile.warmup_count()
+        count = profile.warmup_count(self.engine.warms_up)
         started = time.time()
         stem = f"{name}-warmup"
         spec = bench_client.scenario_spec(profile, target=base_url, model=self.job.trial.model, tokenizer=tokenizer,

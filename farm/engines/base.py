@@ -152,6 +152,11 @@ class Engine:
     # Whether the engine loads a checkpoint at all; one that does not (the mock server) serves a
     # `weights: dummy` model as it serves any other.
     loads_weights: ClassVar[bool] = True
+    # Whether a first run after the engine's start is slower than the next (lazy initialisation, JIT
+    # and CUDA-graph caches, allocator growth: 17 % on the lent H100): a profile then warms up by
+    # default after every start (ProfileSpec.warmup_count); a profile's own warmup_requests applies to
+    # every engine.
+    warms_up: ClassVar[bool] = True
     # Flags that change what the engine compiles (torch.compile graphs, JIT and Triton kernels),
     # so that two configurations equal in these (and in model and weights) share a node's compile
     # cache: the second start is warm. None: the engine keeps no compile cache farm knows of.

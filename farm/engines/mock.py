@@ -36,6 +36,11 @@ class MockEngine(Engine):
     ready_path = "/health"
     uses_gpus = False
     loads_weights = False  # random tokens from no model: `weights: dummy` changes nothing
+    # Nothing in guidellm's mock-server gets faster after its first run (no JIT, no cache, no
+    # allocator to grow): 5 runs of smoke_chat after a start, 4 configurations, no first run apart
+    # (farm/analysis/drift.py). A default warm-up would only cost CI time (the smoke sweep 53-60 s
+    # -> 79-90 s on 2 loaded cores); a profile's own warmup_requests still warms it.
+    warms_up = False
     failure_patterns: ClassVar[list[FailurePattern]] = [
         # click's own usage errors, e.g. "Error: No such option: --turbo"
         FailurePattern(r"^Error: (No such option|Invalid value|Got unexpected extra argument|Option .* requires)",

@@ -333,7 +333,8 @@ class ProfileSpec(_Strict):
         default=None, ge=0,
         description="Requests of an unrecorded warm-up run of this profile's data before its measured runs, after "
         "every engine start (the first run after a start is slower: lazy initialisation, allocator growth, JIT "
-        "caches; 17 % on the H100). Default: one round at the profile's concurrency (`warmup_count`); 0: none.",
+        "caches; 17 % on the H100). Default: one round at the profile's concurrency (`warmup_count`), on every "
+        "engine whose first run is slower (all but the mock); 0: none.",
     )
     request_format: str | None = Field(
         default=None, description="guidellm request format, e.g. '/v1/completions'; default chat completions."
@@ -363,14 +364,17 @@ class ProfileSpec(_Strict):
             raise ValueError("slo.min_goodput_share is judged by capacity profiles only (kind: capacity)")
         return self
 
-    def warmup_count(self) -> int:
-        """Requests of the warm-up run before this profile's measured runs (0: none). Unset, one round
-        at the profile's concurrency: every request in flight at once, as in the measured runs (the
+    def warmup_count(self, engine_warms_up: bool = True) -> int:
+        """Requests of the warm-up run before this profile's measured runs (0: none). Unset, on an
+        engine whose first run is slower (`Engine.warms_up`: every engine but the mock), one round at
+        the profile's concurrency: every request in flight at once, as in the measured runs (the
         batch sizes, graphs and allocations they need), capped at the profile's own requests; a
         profile without a concurrency limit, one second of its rate. Short: a round lasts about one
         request's latency."""
         if self.warmup_requests is not None:
             return self.warmup_requests
+        if not engine_warms_up:
+            return 0
         if self.max_concurrency:
             wave = self.max_concurrency
         elif self.rate:

@@ -116,11 +116,12 @@ def test_every_run_s_client_was_forked_by_the_node_s_host_and_the_host_ended_wit
     wait_until(lambda: not client_hosts(smoke_sweep["mark"]), HANG_S, what=f"the sweep's client hosts {hosts} to be gone")
 
 
-def test_every_profile_warmed_up_and_every_run_has_its_steady_rate_and_its_machine(smoke):
-    """Issue 45 on the sweep's own runs (real guidellm, real mock-servers): each profile warmed up by
-    default (one round at its concurrency, 8), each run recorded its rate while the client held its
-    concurrency beside the totals-based one, the requests it lost, and its GPUs as not measured with
-    the reason (a mock holds no GPU), never zeros; each trial its machine, also in MLflow's tags."""
+def test_every_run_has_its_steady_rate_its_lost_requests_and_its_machine(smoke):
+    """Issue 45 on the sweep's own runs (real guidellm, real mock-servers): no warm-up (the mock engine
+    has nothing to warm and the profiles ask for none), each run recorded its rate while the client
+    held its concurrency beside the totals-based one, the requests it lost, and its GPUs as not
+    measured with the reason (a mock holds no GPU), never zeros; each trial its machine, also in
+    MLflow's tags."""
     import json
 
     _, uri, tmp = smoke
@@ -130,8 +131,7 @@ def test_every_profile_warmed_up_and_every_run_has_its_steady_rate_and_its_machi
     for child in children:
         path = client.download_artifacts(child.info.run_id, "result.json", str(tmp / f"warm-{child.info.run_id}"))
         result = json.loads(open(path).read())
-        assert [(w["profile"], w["requests"], w["ok"]) for w in result["warmup_runs"]] == [
-            ("smoke_chat", 8, True), ("smoke_generation", 8, True)]
+        assert result["warmup_runs"] == []
         assert result["machine"]["gpu_not_read"] == "no GPU: the trial holds none" and result["machine"]["kernel"]
         assert child.data.tags["farm.machine"] and child.data.tags["farm.machine.kernel"] == result["machine"]["kernel"]
         assert child.data.tags["farm.gpu_samples"] == "not measured: no GPU: the trial holds none"

@@ -1,13 +1,15 @@
 """Every profile warms up after every engine start by default (issue 45: on the lent H100 a trial's
 first run after its start was 17 % low, with no warm-up before a local-search step's runs): one round
-at the profile's concurrency, `warmup_requests: 0` the opt-out. Halving rungs and local-search steps
-run shortened profiles (`<name>.rung1`) on engines started again: they warm up too."""
+at the profile's concurrency, `warmup_requests: 0` the opt-out; on the mock engine, which has nothing
+to warm, only where the profile asks. Halving rungs and local-search steps run shortened profiles
+(`<name>.rung1`) on engines started again: they warm up too."""
 
 from __future__ import annotations
 
 import pytest
 
 from farm.analysis.halving import build_rungs, rung_study
+from farm.engines import ENGINES, get_engine
 from farm.study.spec import ProfileSpec, Study
 
 
@@ -47,3 +49,12 @@ def test_a_rungs_shortened_profile_warms_up_as_the_profile_does(profile, warm):
     (name,) = [p for p in short.profiles if p.startswith("chat.rung1")]
     assert short.profiles[name].requests == 111
     assert short.profiles[name].warmup_count() == warm
+
+
+def test_the_mock_engine_warms_up_only_where_a_profile_asks():
+    # its first run after a start is no slower (farm/engines/mock.py): a default warm-up would only cost CI time
+    assert {name: get_engine(name).warms_up for name in ENGINES} == {"vllm": True, "sglang": True, "mock": False}
+    chat = _profile(rate=1000, max_concurrency=8, requests=48)
+    assert chat.warmup_count(engine_warms_up=False) == 0 and chat.warmup_count(engine_warms_up=True) == 8
+    asked = _profile(rate=1000, max_concurrency=8, requests=48, warmup_requests=5)
+    assert asked.warmup_count(engine_warms_up=False) == 5
