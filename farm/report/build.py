@@ -32,7 +32,7 @@ from farm.study.spec import Study
 
 
 def build_report(results: Results, settings: SelectionSettings, strategy: str = "best") -> Report:
-    selection = select(results, settings, strategy)
+    selection = select(results, settings, strategy, metric=results.deciding_metric)
     rate = rate_analysis(results, settings, selection)
     warnings = check_warnings(results, selection, rate)
     models = ", ".join(dict.fromkeys(r.model for r in results.records))

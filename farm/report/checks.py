@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from farm.analysis.drift import order_warnings
 from farm.analysis.limits import overrides_text
 from farm.analysis.records import Results, RunRecord
 from farm.analysis.select import (
@@ -212,6 +213,7 @@ def check_warnings(results: Results, selection: Selection, rate: RateAnalysis | 
     out += check_selection(selection, results)
     out += check_evidence(selection, results)
     out += check_contradiction(selection, results)
+    out += order_warnings(results)  # a first run or a drift within an engine start, never pooled silently
     order = WARNING_CODES + EVIDENCE_CODES
     return sorted(out, key=lambda w: order.index(w.code) if w.code in order else len(order))
 

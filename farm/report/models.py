@@ -25,7 +25,9 @@ WARNING_CODES = ("rate_mismatch", "tpot_inconsistent", "itl_zero", "single_run",
 # Checks of the evidence itself (issue 7): differences the data cannot separate, a recommendation
 # whose gain over the baseline is not significant, nodes that differ, knobs tried only up to an edge,
 # a recommendation another section shows significantly slower on its own profile (issue 45).
-EVIDENCE_CODES = ("cannot_separate", "not_significant", "regression", "node_effect", "edge_of_range", "contradiction")
+# A run far off the others of its engine start, or a drift over them (farm/analysis/drift.py), too.
+EVIDENCE_CODES = ("cannot_separate", "not_significant", "regression", "node_effect", "edge_of_range", "contradiction",
+                  "run_order", "drift")
 
 
 class _Strict(BaseModel):

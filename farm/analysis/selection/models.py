@@ -28,6 +28,7 @@ METRIC_LABELS = {
     "total_tps": "total_tps as recorded",
     "tps_from_totals": "(input + output tokens) / duration",
     "guidellm_total_tps_mean": "guidellm's windowed mean token rate",
+    "steady_tps": "total tok/s while the client held its full concurrency (farm/analysis/steady.py)",
 }
 
 

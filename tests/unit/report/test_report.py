@@ -207,3 +207,23 @@ def test_the_conclusion_names_the_success_floor_the_primary_profile_is_judged_by
     assert "with a success rate of at least 90 %" in text and "at least 99 %" not in text
     assert "with a success rate of at least 99 %" in render(report_for(results_from_data(seed_data, str(SEED_FILE)),
                                                                        study), "text")
+
+
+def test_the_study_s_deciding_metric_ranks_the_trials():
+    # a ranks first by totals (its ramp and drain are short), b while both hold full concurrency
+    def runs(name, itl, total, steady):
+        return [{"id": f"{name}{i}", "engine": "mock", "model": "tiny", "flags": [f"--itl-ms={itl}"], "profile": "chat",
+                 "metrics": {"successful_requests": 10, "total_tps": total + i, "steady_tps": steady + i,
+                             "duration_s": 10.0, "total_input_tokens": 500.0, "total_output_tokens": 500.0}}
+                for i in (-1, 0, 1)]
+
+    from farm.analysis.select import SelectionSettings
+
+    data = {"profiles": {"chat": {"total_requests": 10}}, "runs": runs("a", 1, 120, 100) + runs("b", 2, 100, 130)}
+    by_totals = build_report(results_from_data(data, "farm.json"), SelectionSettings(primary_profile="chat"))
+    by_steady = build_report(results_from_data({**data, "deciding_metric": "steady_tps"}, "farm.json"),
+                             SelectionSettings(primary_profile="chat"))
+    assert "--itl-ms=1" in by_totals.selection.recommended.flags
+    assert "--itl-ms=2" in by_steady.selection.recommended.flags and by_steady.selection.metric == "steady_tps"
+    for fmt in ("text", "markdown", "json"):  # every rendering names the number it ranked by
+        assert "full concurrency" in render(by_steady, fmt) or "steady_tps" in render(by_steady, fmt)
