@@ -235,9 +235,10 @@ def auto_samples(results: "Results", settings: "SelectionSettings") -> dict[str,
     info = results.profiles.get(settings.primary_profile)
     if info is not None and info.capacity is not None:
         return {}  # a capacity search runs once per trial: no repeat separates it further
-    table = build_table(results, "total_tps", settings.min_success_rate, settings.slo)
+    metric = results.deciding_metric  # the number the study decides by, as the report ranks
+    table = build_table(results, metric, settings.min_success_rate, settings.slo)
     cells = [c for c in table.on(settings.primary_profile) if c.eligible and c.control_of is None]
-    return {c.trial: c.values("total_tps") for c in cells}
+    return {c.trial: c.values(metric) for c in cells}
 
 
 def pass_from_stored(stored: Sequence["TrialResult"], study: Study, grid: str, sweep_id: str, *,
