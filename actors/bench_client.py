@@ -115,14 +115,6 @@ def _wait(client, done, *, started: float, timeout_s: float, engine_alive, cance
     return False
 
 
-def run_client(spec: dict, *, workdir: Path, name: str, timeout_s: float,
-               engine_alive=lambda: True, cancelled=lambda: False) -> ClientOutcome:
-    """One run in a client process of its own (see `ClientSession` for a trial's runs)."""
-    with ClientSession() as session:
-        return session.run(spec, workdir=workdir, name=name, timeout_s=timeout_s, engine_alive=engine_alive,
-                           cancelled=cancelled)
-
-
 class _Spawned:
     """A client process this actor started (`python -m actors.guidellm_worker --serve`): requests
     on its stdin, replies on a pipe of their own (guidellm prints to stdout)."""

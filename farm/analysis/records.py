@@ -99,10 +99,6 @@ class ProfileInfo(_Strict):
     capacity: CapacitySpec | None = Field(
         default=None, description="A capacity profile's load search; its runs are loads of it, not repeats.")
 
-    @property
-    def fixed_output_length(self) -> bool:
-        return self.output_tokens is not None
-
 
 class Provenance(_Strict):
     """Where a number came from: without it a throughput cannot be compared with another one."""

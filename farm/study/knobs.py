@@ -188,10 +188,6 @@ def parse_knob(name: str, value: Any) -> Any:
         raise KnobError(name, str(exc)) from None
 
 
-def parse_knobs(knobs: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: parse_knob(name, value) for name, value in knobs.items()}
-
-
 def gpus_of(knobs: Mapping[str, Any]) -> int:
     """GPUs the parallel knobs ask for: tensor_parallel x data_parallel (both engines)."""
     return (knobs.get("tensor_parallel") or 1) * (knobs.get("data_parallel") or 1)

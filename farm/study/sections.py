@@ -183,10 +183,6 @@ class EngineSpec(_Strict):
             raise ValueError(f"give one of launcher, venv, image (got {', '.join(given)})")
         return self
 
-    @property
-    def launcher_kind(self) -> Literal["command", "venv", "container"]:
-        return "container" if self.image else "venv" if self.venv else "command"
-
 
 class DataSpec(_Strict):
     kind: Literal["synthetic", "sharegpt"]

@@ -97,12 +97,6 @@ def trial_id(engine: str, model: str, flags: dict[str, Any], weights: str = "rea
     return _hashed_id(engine, model_identity(model), flags, weights)
 
 
-def legacy_trial_id(engine: str, model: str, flags: dict[str, Any], weights: str = "real") -> str:
-    """The id farm gave before `model_identity`: a local model's whole path in it. Sweeps stored
-    then keep their ids; `--resume` matches them to today's trials by content (farm/run/preflight.py)."""
-    return _hashed_id(engine, model, flags, weights)
-
-
 def _hashed_id(engine: str, model: str, flags: dict[str, Any], weights: str) -> str:
     key: dict[str, Any] = {"engine": engine, "model": model, "flags": flags}
     if weights != "real":
