@@ -230,7 +230,7 @@ class TrialRunner:
             result.gpu_name = self._gpu_model if result.gpus == gpus else _gpu_name(result.gpus)
         self._sampled_gpus = list(result.gpus) if trial.gpus else []
         self._no_gpu_why = machine.NO_GPU if not trial.gpus else "no GPU visible: CUDA_VISIBLE_DEVICES names none"
-        result.machine = machine.fingerprint(self._sampled_gpus, none_why=self._no_gpu_why)
+        result.machine = machine.fingerprint(self._sampled_gpus, none_why=self._no_gpu_why, label=_node_label(machine.MACHINE_LABEL))
         self._machine_key = result.machine.key
         result.engine_reported.update(reported)
         if cold is not None:
@@ -507,6 +507,14 @@ def _node_ip() -> str | None:
         return None
 
 
+def _node_label(name: str) -> str | None:
+    """The value of this node's Ray label `name` (`ray start --labels`), where it has one."""
+    try:
+        return ray.get_runtime_context().get_node_labels().get(name) if ray.is_initialized() else None
+    except Exception:  # not inside Ray
+        return None
+
+
 def _node_id() -> str | None:
     try:
         return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
@@ -582,7 +590,7 @@ class BenchActor:
         try:
             from farm.store import tracking
 
-            tracking.client(self.job.tracking_uri).get_run(self.job.parent_run_id)  # MLflow keeps the store
+            tracking.preload(self.job.tracking_uri, self.job.parent_run_id)  # MLflow keeps it for record()
         except Exception:  # noqa: BLE001 - only a head start: record() retries and says what failed
             pass
 

@@ -79,27 +79,50 @@ def _cpu_model() -> str | None:
 NO_GPU = "no GPU: the trial holds none"
 
 
-def fingerprint(gpu_ids: list[str], nvml: Any = None, none_why: str = NO_GPU) -> MachineFingerprint:
-    """The machine this process runs on, and the GPUs `gpu_ids` of it (none: the host alone, `none_why`)."""
+# The Ray node label that names a machine (`ray start --labels '{"farm.machine": "rack2-07"}'`): where
+# a fingerprint cannot tell machines apart (several Ray nodes on one host, CPU nodes cloned from one image).
+MACHINE_LABEL = "farm.machine"
+
+
+def _node_gpus(lib: Any) -> str | None:
+    """Every GPU of the machine (their UUIDs, hashed): what makes the machine's key, whichever GPUs a
+    trial holds."""
+    try:
+        count = int(lib.nvmlDeviceGetCount())
+        return _hash(",".join(sorted(_text(lib.nvmlDeviceGetUUID(lib.nvmlDeviceGetHandleByIndex(i)))
+                                     for i in range(count))))
+    except Exception:  # noqa: BLE001 - pynvml's NVMLError_*: the machine is then told by its host alone
+        return None
+
+
+def fingerprint(gpu_ids: list[str], nvml: Any = None, none_why: str = NO_GPU,
+                label: str | None = None) -> MachineFingerprint:
+    """The machine this process runs on, and the GPUs `gpu_ids` of it (none: the host alone, `none_why`);
+    `label`: the node's `farm.machine` label, where it has one."""
     fp = MachineFingerprint(host=_hash(socket.gethostname()), kernel=platform.release() or None,
-                            cpu_model=_cpu_model())
+                            cpu_model=_cpu_model(), label=label or None)
     try:
         fp.cpu_count = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         pass
-    if not gpu_ids:
-        fp.gpu_not_read = none_why
-        return fp
     lib, why = load_nvml(nvml)
-    if lib is None:
-        fp.gpu_not_read = why
+    if lib is not None:
+        # The machine's own (its key): a trial without GPUs on a GPU machine is on that machine all the same.
+        fp.node_gpus = _node_gpus(lib)
+        try:
+            fp.gpu_driver = _text(lib.nvmlSystemGetDriverVersion())
+        except Exception:  # noqa: BLE001 - pynvml's NVMLError_*
+            pass
+    if not gpu_ids or lib is None:
+        fp.gpu_not_read = none_why if not gpu_ids else why
+        if lib is not None:
+            _shutdown(lib)
         return fp
     try:
         handles = _handles(lib, gpu_ids)
         fp.gpu_count = len(handles)
         names = sorted({_text(lib.nvmlDeviceGetName(h)) for h in handles})
         fp.gpu_name = ", ".join(names) or None
-        fp.gpu_driver = _text(lib.nvmlSystemGetDriverVersion())
         try:
             cuda = int(lib.nvmlSystemGetCudaDriverVersion())
             fp.cuda_driver = f"{cuda // 1000}.{cuda % 1000 // 10}"

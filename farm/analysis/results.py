@@ -158,11 +158,22 @@ class MachineFingerprint(BaseModel):
     gpu_uuids: str | None = Field(default=None, description="The trial's GPUs' UUIDs, hashed: the physical GPUs.")
     gpu_max_sm_clock_mhz: float | None = None
     gpu_not_read: str | None = Field(default=None, description="Why the GPU fields are empty (no GPU, NVML absent).")
+    node_gpus: str | None = Field(default=None, description="Every GPU the machine has (their UUIDs, hashed), "
+                                  "whichever the trial held; none where NVML could not list them.")
+    label: str | None = Field(default=None, description="The machine's name where its Ray node was started with "
+                              "the label farm.machine=NAME (`ray start --labels`).")
 
     @property
     def key(self) -> str:
-        """A short id of the machine (host, CPU, kernel, GPUs and driver): runs with one key ran on one machine."""
-        parts = (self.host, self.kernel, self.cpu_model, self.gpu_name, self.gpu_driver, self.gpu_uuids)
+        """A short id of the machine: runs with one key ran on one machine (the block a comparison is made
+        within, farm/analysis/stats/blocks.py).
+
+        The machine is the host with all of its GPUs (host, kernel, CPU, driver, every GPU's UUID),
+        not the GPUs one trial held: trials on GPU 0 and GPU 1 of one node ran on one machine, and a
+        key per GPU set would make every comparison of a parallel sweep one across machines. Lent
+        machines share a host name ('vm'); their GPUs' UUIDs tell them apart. A `farm.machine` node
+        label names the machine where nothing else can (Ray nodes on one host, CPU only)."""
+        parts = (self.host, self.kernel, self.cpu_model, self.gpu_driver, self.node_gpus, self.label)
         return hashlib.sha256("|".join(p or "" for p in parts).encode()).hexdigest()[:12]
 
 

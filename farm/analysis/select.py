@@ -93,6 +93,7 @@ def select(results: Results, settings: SelectionSettings, strategy: str = "best"
         raise UserError(f"no eligible trial on the primary profile '{primary}': every run failed or fell below the "
                         f"minimum success rate {pct_text(settings.min_success_rate)}", file=results.source, key="runs")
     baseline = find_baseline(table, results, settings)
+    table.baseline = baseline
     steps, step_choice = stepwise(table, results, settings, baseline)
     _step_significance(steps, table, settings, metric)
     verdicts = [v for p in results.profiles_with_runs() if (v := profile_verdict(table, p, settings, baseline, metric))]

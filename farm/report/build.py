@@ -19,6 +19,7 @@ from farm.analysis.select import (
     select,
     settings_for,
 )
+from farm.analysis.selection.machines import machines_note
 from farm.report.checks import check_warnings, peak_note
 from farm.report.models import Report
 from farm.report.rates import rate_analysis
@@ -41,7 +42,7 @@ def build_report(results: Results, settings: SelectionSettings, strategy: str = 
                   slo={p: slo_text(spec) for p, spec in settings.slo.items()},
                   success_floors={p: spec.min_success_rate for p, spec in settings.slo.items()
                                   if spec.min_success_rate is not None},
-                  notes=[n for n in (peak_note(results),) if n])
+                  notes=[n for n in (peak_note(results), machines_note(results)) if n])
 
 
 def slo_text(slo) -> str:

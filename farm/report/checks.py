@@ -229,29 +229,40 @@ def decision_word(d) -> str:
     return d.decision or ""
 
 
+def machines_text(d) -> str:
+    """Where a comparison's runs ran, said where it is not every run on one machine: '; within machines
+    X, Y' or '; across machines (...), through C: ...' (farm/analysis/stats/blocks.py)."""
+    return f"; {d.machines_note}" if d.machines in ("within", "via_control") and d.machines_note else ""
+
+
 def interval_text(d, *, decided: bool = True) -> str:
-    """A DiffStat as '+4.10 % [+1.20, +7.00], Holm p = 0.012, better' (or why it cannot be told);
-    `decided=False` leaves the decision out."""
+    """A DiffStat as '+4.10 % [+1.20, +7.00], Holm p = 0.012, better' (or why it cannot be told), with
+    the machines it was made on where they are not one; `decided=False` leaves the decision out."""
     if d is None:
         return "n/a"
+    if d.machines == "no_shared_control":
+        return f"n/a ({d.machines_note}: never decided from pooled runs)"
     if d.ci_low_pct is None or d.ci_high_pct is None:
         if min(d.n_a, d.n_b) < 2:
             return f"{_fmt_pct(d.relative_pct)} (single runs: no interval, no test)"
         return f"{_fmt_pct(d.relative_pct)} (cannot tell: {d.note or 'no interval'})"
     p = f", Holm p = {d.p_holm:.3g}" if d.p_holm is not None else ""
     word = f", {decision_word(d)}" if decided and d.decision else ""
-    return f"{_fmt_pct(d.relative_pct)} [{d.ci_low_pct:+.2f}, {d.ci_high_pct:+.2f}]{p}{word}"
+    return f"{_fmt_pct(d.relative_pct)} [{d.ci_low_pct:+.2f}, {d.ci_high_pct:+.2f}]{p}{word}{machines_text(d)}"
 
 
 def decision_text(d: DiffStat, tick=lambda s: s, alpha: float = FAMILY_ALPHA) -> str:
     """One comparison's decision as one line of the Conclusion: a winner with its interval, a proven
     equivalence, or what more runs would buy."""
     a, b = tick(d.a), tick(d.b)
+    if d.machines == "no_shared_control":
+        return (f"{a} vs {b}: cannot be decided, {d.machines_note}; a trial run on a machine of each (the baseline, "
+                f"say) would bridge them")
     if d.decision in ("better", "worse"):
         return f"{a} is {d.decision} than {b}: {interval_text(d, decided=False)}"
     if d.decision == "equivalent":
         return (f"{a} and {b} are equivalent within \u00b1{d.margin_pct:g} %: {_fmt_pct(d.relative_pct)}, "
-                f"{(1 - 2 * alpha) * 100:g} % interval [{d.eq_low_pct:+.2f}, {d.eq_high_pct:+.2f}] %")
+                f"{(1 - 2 * alpha) * 100:g} % interval [{d.eq_low_pct:+.2f}, {d.eq_high_pct:+.2f}] %{machines_text(d)}")
     head = f"{a} vs {b}: cannot tell yet: {interval_text(d, decided=False)}"
     if d.ci_low_pct is None or d.ci_high_pct is None:
         return head + "; at least 2 runs each give a first interval"

@@ -26,6 +26,7 @@ from farm.analysis.selection.models import (
     TrialRow,
     Unmeasured,
 )
+from farm.analysis.selection.machines import cell_blocks, cell_difference, controls_on
 from farm.analysis.selection.rules import (
     Cell,
     Table,
@@ -58,8 +59,7 @@ def compare(table: Table, results: Results, baseline: str, recommended: str, alp
                 delta_pct=delta_pct(r.score, b.score) or 0.0,
                 baseline_tpot_mean_ms=b.mean("tpot_mean_ms"), recommended_tpot_mean_ms=r.mean("tpot_mean_ms"),
                 note="; ".join(notes) or None,
-                delta=diff_stat(recommended, baseline, r.values(metric), b.values(metric), alpha, margin)
-                if recommended != baseline else None,
+                delta=cell_diff_stat(table, r, b, metric, alpha, margin) if recommended != baseline else None,
             ))
             continue
         if not b_ok:
@@ -138,17 +138,28 @@ def _decided_fields(decided: fstats.Decided) -> dict:
                 runs_each=decided.runs_each, more_runs=decided.more_runs, why=decided.why)
 
 
+def _machine_fields(d: fstats.Diff) -> dict:
+    return dict(machines=d.machines, machines_note=d.machines_note, control=d.control)
+
+
 def diff_stat(a: str, b: str, a_values: list[float], b_values: list[float], alpha: float = FAMILY_ALPHA,
-              margin: float = fstats.DEFAULT_MARGIN) -> DiffStat:
-    """a against b on the ratio scale, decided unadjusted (p_holm = p until `holm_fill` adjusts a family)."""
-    d = fstats.relative_difference(a_values, b_values, confidence=1 - alpha, method="log")
+              margin: float = fstats.DEFAULT_MARGIN, diff: fstats.Diff | None = None) -> DiffStat:
+    """a against b on the ratio scale, decided unadjusted (p_holm = p until `holm_fill` adjusts a family);
+    `diff`: the difference already made (by machine), in place of one over the values."""
+    d = diff or fstats.relative_difference(a_values, b_values, confidence=1 - alpha, method="log")
     decided = fstats.decide(d, p_adjusted=d.p_value, alpha=alpha, margin=margin)
     out = DiffStat(a=a, b=b, relative_pct=_pct_or_none(d.relative), ci_low_pct=_pct_or_none(d.ci_low),
                    ci_high_pct=_pct_or_none(d.ci_high), p_value=d.p_value, p_holm=d.p_value,
                    significant=None if d.p_value is None else d.p_value < alpha, n_a=d.n_a, n_b=d.n_b, note=d.note,
-                   **_decided_fields(decided))
+                   **_decided_fields(decided), **_machine_fields(d))
     out._diff = d
     return out
+
+
+def cell_diff_stat(table: Table, a: Cell, b: Cell, metric: str, alpha: float = FAMILY_ALPHA,
+                   margin: float = fstats.DEFAULT_MARGIN) -> DiffStat:
+    """Two trials' cells compared by machine (farm/analysis/selection/machines.py), decided unadjusted."""
+    return diff_stat(a.trial, b.trial, [], [], alpha, margin, diff=cell_difference(table, a, b, metric, 1 - alpha))
 
 
 def holm_fill(diffs: list[DiffStat], alpha: float) -> None:
@@ -196,14 +207,17 @@ def profile_verdict(table: Table, profile: str, settings: SelectionSettings, bas
     base_ok = baseline if baseline in trials else None
     v = fstats.compare_winner({key[c.trial]: c.values(metric) for c in cells}, baseline=key.get(base_ok),
                               alpha=settings.alpha, complexity={key[t]: n for t, n in complexity.items()},
-                              margin=settings.equivalence_margin)
+                              margin=settings.equivalence_margin,
+                              blocks={key[c.trial]: cell_blocks(c, metric) for c in cells},
+                              controls=controls_on(table, profile, metric, names=key))
     comparisons = []
     for c in v.comparisons:
         d = c.diff
         row = DiffStat(a=back[c.a], b=back[c.b], relative_pct=_pct_or_none(d.relative),
                        ci_low_pct=_pct_or_none(d.ci_low), ci_high_pct=_pct_or_none(d.ci_high),
                        p_value=d.p_value, p_holm=c.p_adjusted, significant=c.significant,
-                       n_a=d.n_a, n_b=d.n_b, note=d.note, roles=list(c.roles), **_decided_fields(c.decided))
+                       n_a=d.n_a, n_b=d.n_b, note=d.note, roles=list(c.roles), **_decided_fields(c.decided),
+                       **_machine_fields(d))
         row._diff = d
         comparisons.append(row)
     return ProfileVerdict(
@@ -243,8 +257,8 @@ def cross_profile(table: Table, results: Results, settings: SelectionSettings, b
         costs.append(CrossProfileCost(
             profile=pc.profile, winner=winner, total_tps=pc.mean, winner_total_tps=per_profile[pc.profile][winner],
             vs_baseline_pct=pc.relative_to_baseline * 100,
-            cost=diff_stat(pick.trial, winner, table.get(pick.trial, pc.profile).values(metric),
-                           table.get(winner, pc.profile).values(metric), settings.alpha, settings.equivalence_margin)))
+            cost=cell_diff_stat(table, table.get(pick.trial, pc.profile), table.get(winner, pc.profile), metric,
+                                settings.alpha, settings.equivalence_margin)))
     holm_fill([c.cost for c in costs if c.cost.a != c.cost.b], settings.alpha)
     return out.model_copy(update={"costs": costs, "worst_case_pct": _pct_or_none(pick.worst_case_relative),
                                   "worst_profile": pick.worst_profile, "geomean_pct": _pct_or_none(pick.geomean_relative),
@@ -350,8 +364,7 @@ def _step_significance(rows: list[StepRow], table: Table, settings: SelectionSet
         a, b = table.get(row.trial, settings.primary_profile), table.get(other.trial, settings.primary_profile)
         if a is None or b is None:
             continue
-        row.delta = diff_stat(row.trial, other.trial, a.values(metric), b.values(metric), settings.alpha,
-                              settings.equivalence_margin)
+        row.delta = cell_diff_stat(table, a, b, metric, settings.alpha, settings.equivalence_margin)
         judged.append(row)
     holm_fill([r.delta for r in judged], settings.alpha)
     for row in judged:

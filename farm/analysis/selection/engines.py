@@ -10,7 +10,7 @@ give the lead alone. The limits each side ran under stand beside it.
 from __future__ import annotations
 
 from farm.analysis.limits import limits_apart
-from farm.analysis.selection.comparisons import diff_stat, holm_fill
+from farm.analysis.selection.comparisons import cell_diff_stat, holm_fill
 from farm.analysis.selection.models import EngineMatchup, SelectionSettings
 from farm.analysis.selection.rules import Cell, Table, _ordered, default_trial
 
@@ -42,8 +42,7 @@ def engine_matchups(table: Table, settings: SelectionSettings, profiles: list[st
                 profile=profile, at=at, leader=lead, runner_up=second,
                 leader_trial=ra.name or a.trial, runner_up_trial=rb.name or b.trial,
                 leader_tps=a.score, runner_up_tps=b.score,
-                diff=diff_stat(a.trial, b.trial, a.values(metric), b.values(metric), settings.alpha,
-                              settings.equivalence_margin),
+                diff=cell_diff_stat(table, a, b, metric, settings.alpha, settings.equivalence_margin),
                 limits_apart=limits_apart(ra.limits, rb.limits, names=(lead, second))))
     holm_fill([m.diff for m in out], settings.alpha)
     return out

@@ -231,6 +231,12 @@ class DiffStat(_Strict):
                                   "and difference would decide it; none when decided or when no number would.")
     more_runs: int | None = Field(default=None, description="Undecided: runs each side still needs to reach `runs_each`.")
     why: str = Field(default="", description="The decision in words.")
+    machines: Literal["one_machine", "within", "via_control", "no_shared_control"] | None = Field(
+        default=None, description="Where the runs compared ran: one_machine (all of both on one machine), within "
+        "(only the machines both ran on), via_control (across machines, each against a control on its own machine), "
+        "no_shared_control (across machines, nothing to bridge them: undecided); none where not asked.")
+    machines_note: str = Field(default="", description="Which machines, runs and control the comparison used.")
+    control: str | None = Field(default=None, description="via_control: the control it went through.")
     # The two-sample result behind it (not serialized): Holm's adjustment of a family re-decides from it.
     _diff: fstats.Diff | None = PrivateAttr(default=None)
 

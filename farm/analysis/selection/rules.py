@@ -118,6 +118,8 @@ class Table:
     cells: dict[tuple[str, str], Cell]
     first: dict[str, RunRecord]  # trial -> its first record (engine, model, flags, name)
     by_key: dict[ConfigKey, str]
+    # The baseline once selection found it: the first control across machines (farm/analysis/selection/machines.py).
+    baseline: str | None = None
 
     def get(self, trial: str | None, profile: str) -> Cell | None:
         return self.cells.get((trial, profile)) if trial else None

@@ -18,6 +18,9 @@ Conventions
   the (1 - 2 alpha) interval of the ratio inside [1/(1+m), 1+m], m the study's margin, 3 % by
   default: symmetric on the log scale, so "a is the same as b" is "b is the same as a"), or
   ``undecided``, with the runs per side at which the current noise would decide it.
+- Machines as blocks (``blocked_difference``, farm/analysis/stats/blocks.py): each side's runs by
+  machine; compared within the machines both ran on, across machines only through a control that
+  ran on each, and never decided from runs of different machines pooled.
 - ``method="welch"`` (default): Welch's t-test for the p-value and Fieller's interval for the
   ratio of means, both with the Welch–Satterthwaite degrees of freedom. At ratio 1 Fieller's
   statistic *is* Welch's t, so the interval excludes "no difference" exactly when p < 1 -
@@ -35,6 +38,7 @@ Conventions
 """
 
 
+from farm.analysis.stats.blocks import UNKNOWN, Blocked, Control, blocked_difference
 from farm.analysis.stats.difference import Diff, relative_difference
 from farm.analysis.stats.edges import EdgeWarning, edge_warnings, pareto_front
 from farm.analysis.stats.summary import Summary, summarize
@@ -58,6 +62,10 @@ __all__ = [
     "EdgeWarning",
     "summarize",
     "relative_difference",
+    "blocked_difference",
+    "Blocked",
+    "Control",
+    "UNKNOWN",
     "holm",
     "compare_winner",
     "decide",

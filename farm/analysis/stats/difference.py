@@ -43,6 +43,13 @@ class Diff(_Model):
     log_sd_a: float | None = Field(default=None, description="Method `log`: standard deviation of log a (about a's "
                                    "coefficient of variation).")
     log_sd_b: float | None = Field(default=None, description="Method `log`: standard deviation of log b.")
+    machines: Literal["one_machine", "within", "via_control", "no_shared_control"] | None = Field(
+        default=None, description="Where the runs compared ran (farm/analysis/stats/blocks.py): one_machine (every "
+        "run of both on one machine), within (the machines both ran on, the others' runs left out), via_control "
+        "(across machines, each against a control on its own machine), no_shared_control (across machines with "
+        "nothing to bridge them: not decided); none where machines were not asked about.")
+    machines_note: str = Field(default="", description="Which machines, runs and control the comparison used.")
+    control: str | None = Field(default=None, description="via_control: the control trial it went through.")
 
 
 def _welch_df(va: float, na: int, vb: float, nb: int) -> float:

@@ -11,6 +11,7 @@ import numpy as np
 from pydantic import Field
 
 from farm.analysis.stats.summary import Summary, Samples, _clean, _Model, summarize
+from farm.analysis.stats.blocks import Blocked, Control, blocked_difference
 from farm.analysis.stats.difference import Diff, relative_difference
 
 
@@ -98,6 +99,10 @@ def decide(diff: Diff, *, p_adjusted: float | None, alpha: float, margin: float 
         up = (diff.relative or 0) > 0
         return "better" if up == higher_is_better else "worse"
 
+    if diff.machines == "no_shared_control":
+        # More runs of the same two trials on their own machines would never bridge them: only a control would.
+        return Decided(decision="undecided", **base, why=f"undecided: {diff.machines_note}; a trial run on a machine of "
+                       "each (the baseline, say) would let them be compared")
     if diff.cannot_tell or diff.p_value is None:
         fewest = min(diff.n_a, diff.n_b)
         more = max(0, 2 - fewest) if diff.mean_a is not None and diff.mean_b is not None else None
@@ -221,9 +226,20 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x * 100:+.1f} %"
 
 
+def _pair(candidates: Mapping[str, Samples], a: str, b: str, blocks: Mapping[str, Blocked] | None,
+          controls: Sequence[Control], method: str, confidence: float, seed: int = 0) -> Diff:
+    """a against b: on all their runs, or by machine where `blocks` are given (a control less their own runs)."""
+    if blocks is None:
+        return relative_difference(candidates[a], candidates[b], method=method, confidence=confidence, seed=seed)
+    return blocked_difference(blocks[a], blocks[b], confidence=confidence,
+                              controls=[c for c in (k.without({a, b}) for k in controls) if c is not None])
+
+
 def _describe(c: Comparison, alpha: float) -> str:
     d = c.diff
     s = f"{c.a} vs {c.b}: {_pct(d.relative)}"
+    if d.machines not in (None, "one_machine"):
+        s += f" ({d.machines_note})"
     if d.cannot_tell:
         return s + f" (cannot tell: {d.note})"
     if d.ci_low is not None and d.ci_high is not None:
@@ -243,6 +259,8 @@ def compare_winner(
     method: Literal["welch", "bootstrap", "log"] = "log",
     seed: int = 0,
     margin: float = DEFAULT_MARGIN,
+    blocks: Mapping[str, Blocked] | None = None,
+    controls: Sequence[Control] = (),
 ) -> Verdict:
     """Rank trials by mean; decide the leader against the runner-up and the baseline.
 
@@ -258,6 +276,10 @@ def compare_winner(
     (unadjusted) TOST: it is the (1 - 2 alpha) interval inside the margin. A trial with a single
     run is never equivalent (nothing says it is); if the runner-up comparison cannot be tested the
     decision is ``cannot_tell`` and the leader by mean is recommended, unconfirmed.
+
+    ``blocks`` (each candidate's samples by machine) makes every comparison one within the machines
+    the two share, or across machines through one of ``controls`` (farm/analysis/stats/blocks.py);
+    the ranking stays by mean over all runs.
 
     Each comparison's interval is at ``1 - alpha`` and not corrected; significance comes from
     the Holm-adjusted p-value, so an interval that just excludes zero can still be "not
@@ -293,10 +315,8 @@ def compare_winner(
     runner_up = order[1] if len(order) > 1 else None
     base_ok = baseline if baseline in summaries else None
 
-    vs_leader: dict[str, Diff] = {
-        k: relative_difference(candidates[leader], candidates[k], method=method, confidence=confidence, seed=seed)
-        for k in order[1:]
-    }
+    vs_leader: dict[str, Diff] = {k: _pair(candidates, leader, k, blocks, controls, method, confidence, seed)
+                                   for k in order[1:]}
 
     def unadjusted(k: str) -> Decided:
         return decide(vs_leader[k], p_adjusted=vs_leader[k].p_value, alpha=alpha, margin=margin,
@@ -383,10 +403,13 @@ def leader_decisions(
     alpha: float,
     margin: float = DEFAULT_MARGIN,
     higher_is_better: bool = True,
+    blocks: Mapping[str, Blocked] | None = None,
+    controls: Sequence[Control] = (),
 ) -> tuple[str, dict[str, Decided]]:
     """For ``--repeats auto``: the leader by mean and its decision against every other trial with
     data, Holm over all of them (the strictest family a report of these trials can use, so a
-    decision made here is made there too). An undecided one is what more runs are for; a trial
+    decision made here is made there too); by machine where `blocks` are given, as `compare_winner`.
+    An undecided one is what more runs are for; a trial
     better, worse or equivalent to the leader needs none."""
     sign = -1.0 if higher_is_better else 1.0
     means = {k: float(x.mean()) for k, s in candidates.items() if (x := _clean(s)[0]).size}
@@ -394,8 +417,7 @@ def leader_decisions(
         raise ValueError("no candidate has a finite sample")
     leader = min(means, key=lambda k: (sign * means[k], k))
     others = [k for k in means if k != leader]
-    diffs = {k: relative_difference(candidates[leader], candidates[k], method="log", confidence=1 - alpha)
-             for k in others}
+    diffs = {k: _pair(candidates, leader, k, blocks, controls, "log", 1 - alpha) for k in others}
     testable = [k for k in others if diffs[k].p_value is not None]
     adjusted = dict(zip(testable, holm([diffs[k].p_value for k in testable])))
     return leader, {k: decide(diffs[k], p_adjusted=adjusted.get(k), alpha=alpha, margin=margin,

@@ -97,6 +97,9 @@ class FakeNvml:
     def nvmlDeviceGetMaxClockInfo(self, h, kind):
         return 1980
 
+    def nvmlDeviceGetCount(self):
+        return 4
+
 
 def test_samples_over_a_runs_window_are_min_mean_max_of_every_gpu():
     nvml = FakeNvml()
@@ -129,8 +132,14 @@ def test_the_fingerprint_names_the_gpus_and_driver():
     fp = machine.fingerprint(["0", "1"], nvml=FakeNvml())
     assert (fp.gpu_name, fp.gpu_count, fp.gpu_driver, fp.cuda_driver) == ("NVIDIA H100 80GB HBM3", 2, "580.159.04", "13.0")
     assert fp.gpu_max_sm_clock_mhz == 1980 and fp.gpu_not_read is None and len(fp.gpu_uuids) == 12
-    # other GPUs of the same model on the same host: another machine key
-    assert machine.fingerprint(["2", "3"], nvml=FakeNvml()).key != fp.key
+    # other GPUs of the same host: the same machine (its key names all four), other GPUs of the trial
+    other = machine.fingerprint(["2", "3"], nvml=FakeNvml())
+    assert other.key == fp.key and other.gpu_uuids != fp.gpu_uuids and len(fp.node_gpus) == 12
+    # a trial without GPUs on that host is on that machine too
+    assert machine.fingerprint([], nvml=FakeNvml()).key == fp.key
+    # a host whose GPUs are others (a lent machine, every one named 'vm'), or a node labelled as another machine
+    assert fp.model_copy(update={"node_gpus": "0" * 12}).key != fp.key
+    assert machine.fingerprint(["0", "1"], nvml=FakeNvml(), label="rack2-07").key != fp.key
 
 
 @pytest.mark.gpu
