@@ -1,0 +1,108 @@
+"""Machines as blocks on a real sweep: a simulated cluster (`ray.cluster_utils.Cluster`) of two
+worker nodes labelled as two machines (`farm.machine`, the Ray node label a user sets with `ray
+start --labels`), one trial's room each, so the two trials of the grid run at once on different
+machines; the baseline is repeated on each node (node controls). Real mock engines, real guidellm,
+MLflow on SQLite. Every run records its machine; the report compares the two trials across
+machines only through the baseline's runs on each, and says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+STUDY = f"""
+include: [{REPO / 'configs' / 'smoke.yaml'}]
+name: machine-blocks
+experiment: machine-blocks
+primary_profile: quick
+min_success_rate: 0.9
+profiles:
+  quick:
+    data: {{kind: synthetic, prompt_tokens: 16, output_tokens: 8}}
+    rate: 1000
+    requests: 16
+    max_concurrency: 4
+    max_seconds: 60
+grids:
+  blocks:
+    profiles: [quick]
+    max_concurrent_trials: 2
+    blocks:
+      - {{engine: mock, models: [tiny]}}
+      - {{engine: mock, models: [tiny], flags: {{ttft-ms: 50}}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from farm.run import driver
+    from farm.run.driver import ACTOR_CPUS
+    from farm.study.grid import expand
+    from farm.study.load import load_study
+    from raynodes import LOOPBACK_ENV, set_env
+
+    tmp = tmp_path_factory.mktemp("blocks")
+    (tmp / "study.yaml").write_text(STUDY)
+    study = load_study(tmp / "study.yaml")
+    trials = expand(study, "blocks")
+    restore = set_env(LOOPBACK_ENV)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    try:
+        # One trial's CPUs a node: the two trials, started together, run on different machines.
+        workers = {name: cluster.add_node(num_cpus=ACTOR_CPUS, labels={"farm.machine": name},
+                                          env_vars={"FARM_CACHE_DIR": str(tmp / f"cache-{name}")})
+                   for name in ("m1", "m2")}
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        outcome = driver.run_sweep(study, "blocks", trials, tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}",
+                                   experiment=study.experiment_name, address=cluster.address, resume=None,
+                                   repeats=3, workdir=tmp / "runs", command="test_machine_blocks")
+        yield dict(outcome=outcome, study=study, tmp=tmp, node_of={w.node_id: n for n, w in workers.items()})
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        restore()
+
+
+def test_each_run_records_the_machine_its_node_is_labelled_as(sweep):
+    results = sweep["outcome"].results
+    by_label: dict[str, set[str]] = {}
+    for tr in results:
+        assert tr.status.value == "ok", tr.reason
+        assert tr.machine.label == sweep["node_of"][tr.node_id]  # the label of the node it ran on
+        assert {run.machine for run in tr.runs} == {tr.machine.key}
+        by_label.setdefault(tr.machine.label, set()).add(tr.machine.key)
+    # one host, two labelled nodes: two machines, one key each
+    assert set(by_label) == {"m1", "m2"} and all(len(keys) == 1 for keys in by_label.values())
+    assert by_label["m1"] != by_label["m2"]
+
+
+def test_the_report_compares_across_machines_only_through_the_baseline_on_each(sweep):
+    from farm.report.text import render, report_json
+    from farm.run.sweep_report import build
+
+    outcome = sweep["outcome"]
+    report, why, _ = build(sweep["study"], "blocks", outcome.results, outcome.sweep_id, Path(sweep["tmp"] / "out"))
+    assert report is not None, why
+    sel = report.selection
+    ranked = {r.trial.id: r for r in outcome.results if not r.trial.node_control_of}
+    verdict = sel.verdict()
+    assert verdict.candidates == 2 and len(verdict.comparisons) >= 1
+    lead = verdict.comparisons[0]
+    same = ranked[lead.a].machine.key == ranked[lead.b].machine.key
+    if same:  # both trials happened to run on one machine: compared there
+        assert lead.machines in ("one_machine", "within")
+    else:  # on two machines: through the baseline's configuration, run on each as node controls
+        assert lead.machines == "via_control" and lead.control is not None
+        assert "across machines" in lead.machines_note and lead.p_value is not None
+        assert "across machines" in render(report, "markdown")
+    assert report_json(report)["verdicts"][0]["comparisons"][0]["machines"] == lead.machines
+    assert any(n.startswith("Runs come from 2 machines") for n in report.notes)
