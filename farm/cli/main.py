@@ -231,8 +231,8 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
         selected = {point.renamed.get(i, i) for i in selected} if selected is not None else None
         pruned = {point.renamed.get(i, i): why for i, why in pruned.items()} if pruned else pruned
     if resume and strategy is None and study.strategy == "grid":
-        from farm.run.halving import stored_strategy
         from farm.run.memory import unfit_trials
+        from farm.store.searches import stored_strategy
 
         stored = stored_strategy(tracking_uri, resume)  # a halving sweep resumes as one
         if stored is None and budget is not None:

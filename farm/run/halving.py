@@ -6,49 +6,21 @@ results say the sweep stands at. Each trial stays one MLflow child run: rung 1 i
 actor (the trial's first pass), a later rung is appended to it by the driver (its runs carry the
 rung as their pass, files under `files/pass-N`). The early rungs' runs carry shortened profile
 names (`<profile>.rung<N>`), so the final selection, on the study's own profiles, judges the last
-rung alone. What each rung spent and why each trial stopped go to the sweep's run as
-`halving.md` and into its description's tags.
+rung alone. The strategy and budget, the last plan, what each rung spent and why each trial
+stopped go to the sweep's run through farm/store/searches.py (`halving.md`, `halving.json`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from farm.analysis import halving
 from farm.analysis.outcome import TRANSIENT
 from farm.analysis.results import Status, TrialResult
-from farm.store import tracking
+from farm.store import searches, tracking
 from farm.study.spec import Study
 from farm.study.trial import Trial
-
-
-STRATEGY_TAG, BUDGET_TAG = "farm.strategy", "farm.budget_gpu_hours"
-
-
-def stored_strategy(uri: str, sweep_id: str) -> tuple[str, float | None] | None:
-    """The strategy and budget a sweep ran with, from its run's tags (halving or local); None for a grid sweep."""
-    tags = tracking.client(uri).get_run(sweep_id).data.tags
-    if tags.get(STRATEGY_TAG) not in ("halving", "local"):
-        return None
-    budget = tags.get(BUDGET_TAG) or None
-    return tags[STRATEGY_TAG], float(budget) if budget else None
-
-
-PLAN_ARTIFACT = "halving.json"  # the driver's last plan, on the sweep's run
-
-
-def recorded_plan(uri: str, sweep_id: str) -> halving.RungPlan | None:
-    """The plan the driver recorded when the sweep's rungs were done; None before that (a sweep
-    interrupted mid-rung), or for a grid sweep."""
-    raw = tracking.read_artifact(uri, sweep_id, PLAN_ARTIFACT)
-    if raw is None:  # a grid sweep, or one interrupted mid-rung
-        return None
-    try:
-        return halving.RungPlan.model_validate_json(raw)
-    except ValueError:  # written by a farm with another plan schema: the stored results still tell
-        return None
 
 
 def rung_trial(trial: Trial, rung: halving.Rung) -> Trial:
@@ -64,9 +36,7 @@ def run_halving(study: Study, grid: str, trials: list[Trial], *, tracking_uri: s
     ranked = [t for t in trials if not t.node_control_of]
     study = study.model_copy(update={"budget_gpu_hours": budget_gpu_hours})
     # A later `--resume` without --strategy continues as what it is (farm/cli/main.py reads these).
-    c = tracking.client(tracking_uri)
-    c.set_tag(sweep_id, STRATEGY_TAG, "halving")
-    c.set_tag(sweep_id, BUDGET_TAG, "" if budget_gpu_hours is None else repr(float(budget_gpu_hours)))
+    searches.record_strategy(tracking_uri, sweep_id, "halving", budget_gpu_hours)
     while True:
         stored = tracking.load_results(tracking_uri, sweep_id)
         p = halving.plan_from_results(study, grid, trials, stored, pruned)
@@ -97,9 +67,4 @@ def run_halving(study: Study, grid: str, trials: list[Trial], *, tracking_uri: s
 
 
 def _record(uri: str, sweep_id: str, p: halving.RungPlan, labels: dict[str, str]) -> None:
-    c = tracking.client(uri)
-    c.log_text(sweep_id, "\n".join(halving.summary_lines(p, labels)) + "\n", "halving.md")
-    c.log_text(sweep_id, json.dumps(p.model_dump(mode="json"), indent=1), PLAN_ARTIFACT)
-    c.set_tag(sweep_id, "farm.halving_gpu_hours", f"{p.spent_gpu_hours:.4f}")
-    for r, h in p.spent_by_rung.items():
-        c.log_metric(sweep_id, f"halving/rung_{r}_gpu_hours", h)
+    searches.record_halving(uri, sweep_id, p, halving.summary_lines(p, labels))

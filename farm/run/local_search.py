@@ -5,13 +5,13 @@ planner, replayed from what MLflow holds, so `--resume SWEEP_ID` continues at th
 results say the search stands at. A trial is one MLflow child run however many steps race it:
 its first step is logged by the driver as the trial's run, its later steps are appended to it, and
 every run carries its step as its pass (files under `files/pass-N`). Each job is stored as it
-ends, so a machine lost mid-step costs the trial in flight. The path (each step: who raced, what
-each neighbour showed, where the search went) goes to the sweep's run as `local_search.json`.
+ends, so a machine lost mid-step costs the trial in flight. The strategy, budget and start, the
+per-trial price and the path (each step: who raced, what each neighbour showed, where the search
+went, as `local_search.json`) go to the sweep's run through farm/store/searches.py.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -19,15 +19,10 @@ from farm.analysis import local_search as ls
 from farm.analysis.halving import Rung, merge_rung
 from farm.analysis.outcome import TRANSIENT
 from farm.analysis.results import HeldSpan, Status, TrialResult
-from farm.run.halving import BUDGET_TAG, STRATEGY_TAG
-from farm.store import tracking
+from farm.store import searches, tracking
 from farm.study.grid import RUN_OVERHEAD_S, MeasuredDurations, run_seconds, trial_starts
 from farm.study.spec import Study
 from farm.study.trial import Trial
-
-PLAN_ARTIFACT = "local_search.json"
-START_TAG = "farm.start"
-
 
 def knob_flags(trials: list[Trial]) -> dict[str, set[str]]:
     """Trial id -> the flags its knobs rendered (a knob is the coordinate, not its flags)."""
@@ -190,7 +185,7 @@ def plan_of(study: Study, grid: str, trials: list[Trial], start: str, results: l
             measured: MeasuredDurations | None = None, estimate: dict[str, float] | None = None,
             recorded: Sequence[ls.Repair] = ()) -> ls.SearchPlan:
     """The plan replayed from `results`. `estimate`: what one trial's job costs before the search
-    measured any, as the sweep first priced it (`recorded_estimate`): a resume or a report that
+    measured any, as the sweep first priced it (`searches.recorded_local_search_estimate`): a resume or a report that
     priced it anew from other durations could replay another race than the one the sweep ran.
     `recorded`: the repairs of the sweep's stored plan (`repairs`)."""
     profiles = study.grid_profiles(grid)
@@ -202,21 +197,6 @@ def plan_of(study: Study, grid: str, trials: list[Trial], start: str, results: l
                    profiles=profiles, budget_gpu_hours=study.budget_gpu_hours, trial_estimate_gpu_hours=estimate,
                    min_success_rate=study.min_success_rate, repairs=space.repairs,
                    repair_start=study.repair_start)
-
-
-ESTIMATE_TAG = "farm.local_search_estimate"
-
-
-def recorded_estimate(uri: str, sweep_id: str) -> dict[str, float] | None:
-    """The per-trial estimate the search first priced its steps at (on the sweep's run), or None."""
-    raw = tracking.client(uri).get_run(sweep_id).data.tags.get(ESTIMATE_TAG)
-    try:
-        value = json.loads(raw) if raw else None
-    except ValueError:
-        return None
-    if isinstance(value, dict) and {"step", "final"} <= value.keys():
-        return {k: float(value[k]) for k in ("step", "final")}
-    return None
 
 
 def search_trials(study: Study, trials: list[Trial], results: list[TrialResult],
@@ -238,16 +218,13 @@ def run_local(study: Study, grid: str, trials: list[Trial], *, start: str, track
               on_step: Callable[[ls.SearchPlan], None] = lambda p: None,
               measured: MeasuredDurations | None = None) -> ls.SearchPlan:
     """Step after step until the planner says done; returns its last plan."""
-    c = tracking.client(tracking_uri)
-    c.set_tag(sweep_id, STRATEGY_TAG, "local")
-    c.set_tag(sweep_id, BUDGET_TAG, "" if study.budget_gpu_hours is None else repr(float(study.budget_gpu_hours)))
-    c.set_tag(sweep_id, START_TAG, start)
-    estimate = recorded_estimate(tracking_uri, sweep_id)
+    searches.record_strategy(tracking_uri, sweep_id, "local", study.budget_gpu_hours, start=start)
+    estimate = searches.recorded_local_search_estimate(tracking_uri, sweep_id)
     if estimate is None:  # priced once, when the search starts; a resume replays at the same price
         stored = tracking.load_results(tracking_uri, sweep_id)
         space = SearchSpace(study, trials, start, stored)
         estimate = estimates(study, grid, [t for t in space.ranked if t.id == space.start], measured)
-        c.set_tag(sweep_id, ESTIMATE_TAG, json.dumps(estimate))
+        searches.record_local_search_estimate(tracking_uri, sweep_id, estimate)
     while True:
         stored = tracking.load_results(tracking_uri, sweep_id)
         p = plan_of(study, grid, trials, start, stored, measured, estimate)
@@ -304,16 +281,4 @@ def _ever_measured(results: list[TrialResult], trial: str) -> bool:
 
 
 def _record(uri: str, sweep_id: str, p: ls.SearchPlan) -> None:
-    c = tracking.client(uri)
-    c.log_text(sweep_id, json.dumps(p.model_dump(mode="json"), indent=1), PLAN_ARTIFACT)
-    c.set_tag(sweep_id, "farm.local_search_gpu_hours", f"{p.spent_gpu_hours:.4f}")
-
-
-def recorded_plan(uri: str, sweep_id: str) -> ls.SearchPlan | None:
-    raw = tracking.read_artifact(uri, sweep_id, PLAN_ARTIFACT)
-    if raw is None:
-        return None
-    try:
-        return ls.SearchPlan.model_validate_json(raw)
-    except ValueError:  # written by a farm with another plan schema: the stored results still tell
-        return None
+    searches.record_local_search(uri, sweep_id, p)

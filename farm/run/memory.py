@@ -9,6 +9,7 @@ from pathlib import Path
 from farm.analysis.memory_fit import FitPrediction, KvCheck, NoPrediction, NotPredicted, trial_fit
 from farm.errors import UserError
 from farm.inputs import read_json_file
+from farm.store import schema
 from farm.analysis.memory_fit import check_lines as kv_check_lines
 from farm.study.spec import Study
 from farm.study.trial import Trial
@@ -75,10 +76,6 @@ def fit_line(p: FitPrediction | NoPrediction | None) -> str:
             f"{p.reserve_gib} GiB outside it)")
 
 
-PREDICTED_TAG, REPORTED_TAG, ERROR_TAG = "farm.kv_tokens_predicted", "farm.kv_tokens_reported", "farm.kv_tokens_error_pct"
-RUNNING_TAG = "farm.running_requests_predicted"
-
-
 def kv_checks(study: Study, results: list, predicted: Mapping[str, int] | None = None) -> list[KvCheck]:
     """Each trial's predicted KV-cache tokens beside what its engine reported. `predicted`: what
     the sweep recorded (trial -> tokens, its child runs' tags), which wins over predicting again
@@ -104,40 +101,17 @@ def check_lines(study: Study, results: list) -> tuple[list[str], dict[str, dict[
     """The predictor's error on this sweep's trials: predicted vs reported KV-cache tokens, one line
     each, and the tags that record both on each trial's child run."""
     checks = kv_checks(study, results)
-    tags = {}
-    for c in checks:
-        tags[c.trial] = {PREDICTED_TAG: str(c.predicted), **({REPORTED_TAG: str(c.reported)} if c.reported else {}),
-                         **({ERROR_TAG: f"{c.error * 100:+.2f}"} if c.error is not None else {}),
-                         **({RUNNING_TAG: str(c.running_predicted)} if c.running_predicted is not None else {})}
+    tags = {c.trial: schema.kv_check_tags(c.predicted, c.reported, c.error, c.running_predicted) for c in checks}
     return kv_check_lines(checks), tags
-
-
-def recorded_predictions(uri: str, sweep_id: str) -> dict[str, int]:
-    """Trial -> the KV-cache tokens the sweep predicted for it (`record_check`'s tags on its child runs)."""
-    from farm.store import schema, tracking
-
-    out = {}
-    for run in sorted(tracking.trial_runs(uri, sweep_id), key=lambda r: r.info.start_time or 0):
-        trial, value = run.data.tags.get(schema.TRIAL_TAG), run.data.tags.get(PREDICTED_TAG)
-        if trial and value and value.isdigit():
-            out[trial] = int(value)  # the latest run of a trial wins, as load_results reads it
-    return out
 
 
 def record_check(uri: str, sweep_id: str, study: Study, results: list) -> list[str]:
     """Tag each trial's child run with its predicted (and reported) KV-cache tokens; the lines
-    go to the sweep's run as `memory_fit.md`."""
-    from farm.store import tracking
+    go to the sweep's run as `memory_fit.md` (farm/store/searches.py writes both)."""
+    from farm.store import searches  # mlflow: only where a sweep's run is written
 
     lines, tags = check_lines(study, results)
     if not tags:
         return []
-    runs = tracking.trial_run_ids(uri, sweep_id)
-    c = tracking.client(uri)
-    for trial, values in tags.items():
-        if trial in runs:
-            for k, v in values.items():
-                c.set_tag(runs[trial], k, v)
-    if lines:
-        c.log_text(sweep_id, "\n".join(lines) + "\n", "memory_fit.md")
+    searches.record_memory_fit(uri, sweep_id, tags, lines)
     return lines

@@ -47,9 +47,9 @@ def build(study: Study, grid: str | None, results: list[TrialResult], sweep_id: 
     records = records_from_trials(results, study, grid=grid, sweep_id=sweep_id)
     estimate = None
     if uri and study.strategy == "local":
-        from farm.run.local_search import recorded_estimate
+        from farm.store.searches import recorded_local_search_estimate
 
-        estimate = recorded_estimate(uri, sweep_id)
+        estimate = recorded_local_search_estimate(uri, sweep_id)
     return build_from_records(study, grid, records, outdir, strategy,
                               extra=lambda r: _search_notes(r, study, grid, results, estimate),
                               baseline=local_baseline(study, grid))

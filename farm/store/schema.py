@@ -2,9 +2,10 @@
 
 A sweep is a parent run, each trial a child run. Stored sweeps outlive the farm that wrote them
 (`farm report`, `--resume` and `farm status` read sweeps an older farm stored), so a name here
-changes only with a migration. Writers (farm/store/tracking.py) and readers
-(farm/store/mlflow_store.py, farm/run/*) take the names from here; tests spell them literally,
-which pins the layout.
+changes only with a migration. The writers and the raw reads (farm/store/tracking.py, a search's
+records in farm/store/searches.py) and the reading backend (farm/store/mlflow_store.py) take the
+names from here, and only they call MLflow (tests/unit/store/test_mlflow_only_in_store.py); tests
+spell the names literally, which pins the layout.
 
 Pure: no mlflow import, so the names can be read anywhere.
 """
@@ -189,6 +190,48 @@ def pass_files_dir(pass_index: int) -> str:
 def trials_of_sweep_filter(sweep_id: str) -> str:
     """MLflow search filter: the child runs of a sweep."""
     return f"tags.`{PARENT_TAG}` = '{sweep_id}'"
+
+
+# --------------------------------------------------------------------------------------
+# a search's records on its sweep's run (farm/store/searches.py writes and reads them)
+
+# The strategy and budget a sweep last ran with, so that `--resume` without --strategy continues
+# as it ran and `farm report` reads it as one; a grid sweep has no strategy tag.
+STRATEGY_TAG = "farm.strategy"
+SEARCH_STRATEGIES = ("halving", "local")  # the values STRATEGY_TAG takes
+BUDGET_TAG = "farm.budget_gpu_hours"  # repr(float) of the budget, "" for none
+START_TAG = "farm.start"  # a local search's start: the trial it searches from
+# A local search's per-trial price, {"step": GPU-hours, "final": GPU-hours} as JSON: recorded when
+# it starts, reused by a resume and a report (a sweep stored before it was recorded has none).
+LOCAL_SEARCH_ESTIMATE_TAG = "farm.local_search_estimate"
+LOCAL_SEARCH_GPU_HOURS_TAG = "farm.local_search_gpu_hours"  # "%.4f" of what the search spent so far
+LOCAL_SEARCH_PLAN_ARTIFACT = "local_search.json"  # the search's plan, after every job
+HALVING_GPU_HOURS_TAG = "farm.halving_gpu_hours"  # "%.4f" of what the rungs spent
+HALVING_SUMMARY_ARTIFACT = "halving.md"  # what each rung spent, why each trial stopped
+HALVING_PLAN_ARTIFACT = "halving.json"  # the driver's last plan, once the sweep's rungs were done
+
+
+def halving_rung_metric(rung: int) -> str:
+    """The GPU-hours one rung spent, a metric of the sweep's run."""
+    return f"halving/rung_{rung}_gpu_hours"
+
+
+# The memory-fit check: on each trial's child run, the KV-cache tokens (and requests at once) the
+# memory-fit model predicted, what the engine reported and the error; the lines on the sweep's run.
+KV_PREDICTED_TAG = "farm.kv_tokens_predicted"
+KV_REPORTED_TAG = "farm.kv_tokens_reported"
+KV_ERROR_TAG = "farm.kv_tokens_error_pct"  # signed, "%+.2f"
+RUNNING_PREDICTED_TAG = "farm.running_requests_predicted"
+MEMORY_FIT_ARTIFACT = "memory_fit.md"
+
+
+def kv_check_tags(predicted: int, reported: int | None, error: float | None,
+                  running_predicted: int | None) -> dict[str, str]:
+    """One trial's memory-fit check as its child run's tags (`error`: a fraction; a tag is left out
+    where its number is not known)."""
+    return {KV_PREDICTED_TAG: str(predicted), **({KV_REPORTED_TAG: str(reported)} if reported else {}),
+            **({KV_ERROR_TAG: f"{error * 100:+.2f}"} if error is not None else {}),
+            **({RUNNING_PREDICTED_TAG: str(running_predicted)} if running_predicted is not None else {})}
 
 
 # --------------------------------------------------------------------------------------

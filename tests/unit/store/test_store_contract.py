@@ -174,3 +174,16 @@ def test_the_mlflow_layout_is_the_one_stored_sweeps_have():
     assert schema.metric_name("chat", "total_tps") == "chat/total_tps"
     assert schema.run_metric_name("chat", "total_tps") == "chat/runs/total_tps"
     assert schema.flag_param("max-num-seqs") == "flag.max-num-seqs"
+    # a search's records on the sweep's run and the memory-fit check on its trials (farm/store/searches.py)
+    assert (schema.STRATEGY_TAG, schema.BUDGET_TAG, schema.START_TAG, schema.LOCAL_SEARCH_ESTIMATE_TAG) == (
+        "farm.strategy", "farm.budget_gpu_hours", "farm.start", "farm.local_search_estimate")
+    assert schema.SEARCH_STRATEGIES == ("halving", "local")
+    assert (schema.HALVING_GPU_HOURS_TAG, schema.LOCAL_SEARCH_GPU_HOURS_TAG) == (
+        "farm.halving_gpu_hours", "farm.local_search_gpu_hours")
+    assert (schema.HALVING_SUMMARY_ARTIFACT, schema.HALVING_PLAN_ARTIFACT, schema.LOCAL_SEARCH_PLAN_ARTIFACT,
+            schema.MEMORY_FIT_ARTIFACT) == ("halving.md", "halving.json", "local_search.json", "memory_fit.md")
+    assert schema.halving_rung_metric(2) == "halving/rung_2_gpu_hours"
+    assert schema.kv_check_tags(1000, 1010, -0.0099, 79) == {
+        "farm.kv_tokens_predicted": "1000", "farm.kv_tokens_reported": "1010", "farm.kv_tokens_error_pct": "-0.99",
+        "farm.running_requests_predicted": "79"}
+    assert schema.kv_check_tags(1000, None, None, None) == {"farm.kv_tokens_predicted": "1000"}
