@@ -64,14 +64,11 @@ def _check_admin_password(password: str) -> None:
     """MLflow's own password policy, applied here: the auth app would otherwise die at start with
     a traceback in the server's output."""
     # mlflow (seconds of imports) only with --auth, where its password policy applies.
-    from mlflow.exceptions import MlflowException
-    from mlflow.utils.validation import _validate_password
+    from farm.store.auth import password_refusal
 
-    try:
-        _validate_password(password)
-    except MlflowException as exc:
-        raise UserError(f"MLFLOW_TRACKING_PASSWORD is not a valid admin password for MLflow: {exc.message}",
-                        key="--auth") from None
+    why = password_refusal(password)
+    if why is not None:
+        raise UserError(f"MLFLOW_TRACKING_PASSWORD is not a valid admin password for MLflow: {why}", key="--auth")
 
 
 def _admin_credentials() -> tuple[str, str]:

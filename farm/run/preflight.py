@@ -15,14 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
-from mlflow.utils.credentials import read_mlflow_creds
-
 from farm.analysis.results import TrialResult
 from farm.errors import UserError
 from farm.inputs import (RAY_TOKEN_MISSING, address_host_port, env_directory, ray_token_source,
                          tracking_uri as read_tracking_uri)
+from farm.store import auth
 from farm.store.base import finished_trial_ids
 from farm.store.location import sqlite_path
 from farm.store.mlflow_store import MlflowStore
@@ -108,12 +105,10 @@ def _check_server_login(uri: str, key: str) -> None:
     """A server behind MLflow's auth app answers /health to anyone but refuses its API without a
     login: found here, before a sweep starts, rather than as a 401 traceback from its first run.
     MLflow's own client sends the credentials, from wherever MLflow reads them."""
-    try:
-        MlflowClient(uri).search_experiments(max_results=1)
+    code = auth.api_refusal(uri)
+    if code is None:
         return
-    except MlflowException as exc:
-        code = exc.get_http_status_code()
-    user = read_mlflow_creds().username  # MLFLOW_TRACKING_USERNAME or ~/.mlflow/credentials
+    user = auth.login_user()  # MLFLOW_TRACKING_USERNAME or ~/.mlflow/credentials
     if code == 401:
         if not user and not os.environ.get("MLFLOW_TRACKING_TOKEN"):
             raise UserError(f"the MLflow server at {uri} requires a login: set MLFLOW_TRACKING_USERNAME and "

@@ -328,7 +328,7 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
         state["sweep"] = sweep_id
         console.print(f"sweep [bold]{sweep_id}[/] - {state['total']} trial(s) of grid {grid}, {repeats} repeat(s); "
                       f"tracking {uri}")
-        exp_id = tracking.client(uri).get_run(sweep_id).info.experiment_id
+        exp_id = tracking.sweep_experiment_id(uri, sweep_id)
         local = "" if uri.startswith(("http://", "https://")) else f" (once `mlflow ui --backend-store-uri {uri}` runs)"
         console.print(f"MLflow run: {mlflow_run_link(uri, exp_id, sweep_id)}{local}", markup=False)
         console.print(f"its trials: {mlflow_trials_link(uri, exp_id, sweep_id)}", markup=False)

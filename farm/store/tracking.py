@@ -117,6 +117,17 @@ def get_sweep(uri: str, sweep_id: str):
     return run if run.data.tags.get(S.KIND_TAG) == S.KIND_SWEEP else None
 
 
+def sweep_experiment_id(uri: str, sweep_id: str) -> str:
+    """The experiment a sweep's run is in."""
+    return client(uri).get_run(sweep_id).info.experiment_id
+
+
+def preload(uri: str, sweep_id: str) -> None:
+    """Read the sweep's run once, so that MLflow has imported itself and opened the store (a SQLite
+    store's connection and schema check: ~3 s on 2 cores) before a trial's first write."""
+    client(uri).get_run(sweep_id)
+
+
 def reopen_sweep(uri: str, sweep_id: str) -> None:
     c = client(uri)
     c.update_run(sweep_id, status="RUNNING")
