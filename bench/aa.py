@@ -29,9 +29,13 @@ Each comparison goes through farm's selection (`records_from_trials` -> `select`
 
 - `fixed 3`: the first 3 runs of each side, a study with `repeats: 3` (alpha 0.05);
 - `fixed 5`: all 5 runs of each side, `repeats: 5` (alpha 0.05);
-- `auto`: what `--repeats auto` does with the same runs: its first pass (3 each), then the pass
-  plan (`farm.analysis.plan.pass_from_stored`) says whether to run 2 more each, judged at its
-  per-look alpha.
+- `auto`: what `--repeats auto` with `max_runs: 10` (5 runs each at most) does with the same
+  runs: its first pass (3 each), then the pass plan (`farm.analysis.plan.pass_from_stored`) says
+  whether to run 2 more each, each look judged at its level from the alpha-spending rule
+  (farm/study/repeats.py: 0.0113 at 3 runs, 0.0456 at 5);
+- `auto_default`: the same with the default budget (18 runs: looks planned at 3, 5, 7 and 9 runs
+  each), stopped after its second look (the runs of a comparison end at 5): its levels there are
+  stricter (0.000686, 0.00828), as a plan of four looks spends less at its first two.
 
 A false positive is a decision `better`/`worse` between the two (identical) trials; `equivalent`
 is the study's margin (3 %) proven; `undecided` is neither.
@@ -64,6 +68,7 @@ os.environ.setdefault("GUIDELLM__MAX_WORKER_PROCESSES", "2")
 
 RUNS = 5          # runs per side per comparison (the `fixed 3` and `auto` judgements use the first 3 first)
 FIRST = 3
+AUTO_BUDGET = 2 * RUNS  # `--repeats auto` with `max_runs: 10`: 5 runs each at most (looks at 3 and 5)
 
 
 def build_study(args, repeats: int | str = RUNS):
@@ -219,14 +224,15 @@ def judge(pair: dict, args) -> dict:
 
     out["fixed3"] = decide([_subset(pair[s], FIRST) for s in "ab"], build_study(args, FIRST))
     out["fixed5"] = decide([_subset(pair[s], RUNS) for s in "ab"], build_study(args, RUNS))
-    auto = build_study(args, "auto")
     first = [_subset(pair[s], FIRST) for s in "ab"]
-    plan = pass_from_stored(first, auto, "aa", "aa")
-    if plan.done:
-        out["auto"] = {**decide(first, auto), "passes": 1, "plan": plan.reason}
-    else:
-        out["auto"] = {**decide([_subset(pair[s], RUNS, pass_two=True) for s in "ab"], auto), "passes": 2,
-                       "plan": plan.reason}
+    for key, budget in (("auto", AUTO_BUDGET), ("auto_default", None)):
+        auto = build_study(args, "auto").model_copy(update={"max_runs": budget})
+        plan = pass_from_stored(first, auto, "aa", "aa")
+        if plan.done:
+            out[key] = {**decide(first, auto), "passes": 1, "plan": plan.reason}
+        else:
+            out[key] = {**decide([_subset(pair[s], RUNS, pass_two=True) for s in "ab"], auto), "passes": 2,
+                        "plan": plan.reason}
     cv = {}
     for s in "ab":
         v = [r.metrics.total_tps for r in pair[s].runs]
@@ -281,8 +287,17 @@ def analyze(path: Path, args) -> int:
             "95 % CI (bootstrap over batches)", "equivalent (within ±3 %)", "undecided")
     print("| " + " | ".join(head) + " |")
     print("|" + " --- |" * len(head))
+    from farm.study.repeats import auto_design, auto_looks, look_alphas
+
+    def levels(budget):
+        looks = auto_design([FIRST, FIRST], 2 * FIRST, budget)[1]
+        return ", ".join(f"{a:.3g}" for a in look_alphas(auto_looks(looks))[:2]), looks
+
+    five, _ = levels(AUTO_BUDGET)
+    default, looks = levels(None)
     for key, label in (("fixed3", "repeats: 3 (α 0.05)"), ("fixed5", "repeats: 5 (α 0.05)"),
-                       ("auto", "repeats: auto (α 0.01 a look)")):
+                       ("auto", f"repeats: auto, max_runs {AUTO_BUDGET} (looks at 3 and 5 runs: α {five})"),
+                       ("auto_default", f"repeats: auto, default budget: its first 2 of {looks} looks (α {default})")):
         fp = [r[key]["decision"] in ("better", "worse") for r in valid]
         eq = sum(r[key]["decision"] == "equivalent" for r in valid)
         und = sum(r[key]["decision"] == "undecided" for r in valid)
@@ -290,12 +305,13 @@ def analyze(path: Path, args) -> int:
         lo, hi = clopper_pearson(k, n)
         blo, bhi = batch_bootstrap([[r[key]["decision"] in ("better", "worse") for r in b] for b in by_batch if b])
         runs = "3" if key == "fixed3" else "5" if key == "fixed5" else \
-            f"3 or 5 (mean {sum(r['auto']['n'][0] for r in valid) / n:.2f})"
+            f"3 or 5 (mean {sum(r[key]['n'][0] for r in valid) / n:.2f})"
         print(f"| {label} | {runs} | {k} of {n} = {k / n:.1%} | {lo:.1%} - {hi:.1%} | {blo:.1%} - {bhi:.1%} | "
               f"{eq / n:.1%} | {und / n:.1%} |")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
-    worst = max(sum(r[k]["decision"] in ("better", "worse") for r in valid) / n for k in ("fixed3", "fixed5", "auto"))
+    worst = max(sum(r[k]["decision"] in ("better", "worse") for r in valid) / n
+                for k in ("fixed3", "fixed5", "auto", "auto_default"))
     return 0 if worst <= 0.05 else 1
 
 

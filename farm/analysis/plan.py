@@ -21,12 +21,15 @@ across nodes.
 A first pass of `AUTO_FIRST_PASS` repeats, then, pass after pass, `AUTO_STEP` more repeats for
 the leader and every trial whose comparison with the leader on the primary profile is still
 undecided (neither a significant difference nor equivalent within the study's margin: see
-farm/analysis/stats), until every decision is made, the run budget is spent or
-`AUTO_MAX_PASSES` looks were taken. Looking at the data after every pass and stopping when it
-looks good inflates the chance of a false decision; every look is therefore judged at
-`AUTO_ALPHA` = 0.05 / `AUTO_MAX_PASSES` = 0.01 (a difference and an equivalence alike), so that
-over all looks the chance of a false one stays at most 5 % (Bonferroni over the looks). The
-report says so.
+farm/analysis/stats), until every decision is made, the run budget is spent or the planned looks
+were taken. Looking at the data after every pass and stopping when it looks good inflates the
+chance of a false decision; the looks therefore share the family's 0.05 by an O'Brien-Fleming-type
+alpha-spending rule (farm/study/repeats.py, which says why): the planned looks are those the run
+budget can buy (`auto_design`: at most `AUTO_MAX_PASSES`), each look is judged at its own nominal
+level (a difference and an equivalence alike), strict at the first look and near 0.05 at the
+last, and over all looks the chance of a false decision stays at most 5 %. The level is a
+function of the runs' counts alone, so the plan, a resumed sweep and the report agree. The report
+says so.
 """
 
 from __future__ import annotations
@@ -41,16 +44,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from farm.analysis.records import Results
 from farm.analysis.results import HeldSpan, Status, TrialResult
 from farm.analysis.select import SelectionSettings, build_table
+from farm.analysis.selection.models import auto_look
 from farm.analysis.stats import DEFAULT_MARGIN, Decided, leader_decisions
 # What `repeats` means and how node controls are named live with the study (the grid asks too);
 # they are re-exported here, where the driver and the report look for them.
-from farm.study.repeats import (AUTO_ALPHA, AUTO_FIRST_PASS, AUTO_MAX_PASSES, FAMILY_ALPHA, alpha_for,  # noqa: F401
-                                first_pass_repeats, is_auto, parse_repeats)
+from farm.study.repeats import (AUTO_BUDGET_FACTOR, AUTO_FIRST_PASS, AUTO_MAX_PASSES, AUTO_STEP,  # noqa: F401
+                                FAMILY_ALPHA, alpha_for, auto_design, auto_looks, first_pass_repeats, is_auto,
+                                look_alphas, parse_repeats)
 from farm.study.spec import Study
 from farm.study.trial import NODE_MARK, Trial, control_of, node_control_id  # noqa: F401
 
-AUTO_STEP = 2              # repeats added to the leader and each undecided trial, per pass
-AUTO_BUDGET_FACTOR = 3     # default run budget: this many times the first pass
 AUTO_MAX_REPEATS = 30      # no trial gets more repeats than this on any profile
 
 
@@ -175,19 +178,23 @@ def _made_text(leader: str, decisions: Mapping[str, Decided], names: Mapping[str
 
 
 def next_pass(samples: Mapping[str, Sequence[float]], *, cost_per_repeat: Mapping[str, int], passes_done: int,
-              spent: int, budget: int, step: int = AUTO_STEP, alpha: float = AUTO_ALPHA,
+              spent: int, budget: int, step: int = AUTO_STEP, alpha: float | None = None,
               max_passes: int = AUTO_MAX_PASSES, max_repeats: int = AUTO_MAX_REPEATS,
               margin: float = DEFAULT_MARGIN, names: Mapping[str, str] | None = None) -> PassPlan:
     """The next pass of `--repeats auto` from the eligible candidates' samples on the primary profile.
 
     Every trial's comparison with the leader is a decision (`leader_decisions`: better, worse,
-    equivalent within `margin`, or undecided, at `alpha` a look, Holm over all of them). A trial
+    equivalent within `margin`, or undecided, Holm over all of them) at `alpha`: by default the
+    level of look `passes_done` of `max_passes` planned looks (`alpha_for`). A trial
     whose decision is made needs no more runs; the leader and every undecided trial get `step`
     more, best mean first, as far as the budget goes. The loop stops when every decision is
     made, after `max_passes` looks, or when the budget cannot pay for the leader's next repeats;
     its reason says which decisions are still open.
     """
     base = dict(pass_index=passes_done + 1, spent=spent, budget=budget)
+    if alpha is None:
+        alpha = alpha_for("auto", passes_done, max_passes)
+    level = f"\u03b1 {alpha:.3g} at look {min(passes_done, max_passes)} of {max_passes}"
     finite = {k: [float(v) for v in s if v is not None and math.isfinite(float(v))] for k, s in samples.items()}
     finite = {k: v for k, v in finite.items() if v}
     if len(finite) < 2:
@@ -197,12 +204,16 @@ def next_pass(samples: Mapping[str, Sequence[float]], *, cost_per_repeat: Mappin
     open_ = sorted((k for k, d in decisions.items() if not d.decided), key=lambda k: -mean[k])
     lead = _named(leader, names)
     if not open_:
-        return PassPlan(done=True, reason=f"every decision made (\u03b1 {alpha:g} a look, margin \u00b1{margin * 100:g} %): "
+        return PassPlan(done=True, reason=f"every decision made ({level}, margin \u00b1{margin * 100:g} %): "
                                           f"leader {lead}; {_made_text(leader, decisions, names)}", **base)
     still = f"still open: {_open_text(leader, open_, decisions, names)}"
-    if passes_done >= max_passes:
-        return PassPlan(done=True, reason=f"{passes_done} looks taken, the most a sweep takes ({max_passes}); {still}",
+    leader_cost = step * max(1, int(cost_per_repeat.get(leader, 1)))
+    if passes_done >= max_passes and spent + leader_cost <= budget:
+        return PassPlan(done=True, reason=f"{passes_done} looks taken, the most this sweep's budget plans ({max_passes}); {still}",
                         **base)
+    if passes_done >= max_passes:  # the budget plans no further look because it cannot pay for one: say that
+        return PassPlan(done=True, reason=f"run budget spent: {spent} of {budget} benchmark runs made, the leader's next "
+                                          f"{step} repeats cost {leader_cost}; {still}", **base)
     chosen, runs = [], 0
     for k in [leader, *open_]:
         if len(finite[k]) + step > max_repeats:
@@ -224,7 +235,7 @@ def next_pass(samples: Mapping[str, Sequence[float]], *, cost_per_repeat: Mappin
         return PassPlan(done=True, reason=f"no undecided trial fits the budget or the repeat limit beside the leader "
                                           f"{lead}; {still}", **base)
     return PassPlan(done=False, trials=chosen, repeats=step, runs=runs,
-                    reason=f"{len(open_)} decision(s) open (\u03b1 {alpha:g} a look, margin \u00b1{margin * 100:g} %): "
+                    reason=f"{len(open_)} decision(s) open ({level}, margin \u00b1{margin * 100:g} %): "
                            f"{_open_text(leader, open_, decisions, names)}; {step} more repeats for "
                            f"{', '.join(_named(k, names) for k in chosen)}", **base)
 
@@ -241,11 +252,18 @@ def auto_samples(results: "Results", settings: "SelectionSettings") -> dict[str,
     return {c.trial: c.values(metric) for c in cells}
 
 
+# The level of every look before the alpha-spending rule (0.05 / 5 looks): sweeps stored then
+# recorded none, and `unfinished_pass` recognises the passes it planned.
+LEGACY_AUTO_ALPHA = 0.01
+
+
 def pass_from_stored(stored: Sequence["TrialResult"], study: Study, grid: str, sweep_id: str, *,
-                     before: int | None = None) -> PassPlan:
+                     before: int | None = None, legacy: bool = False) -> PassPlan:
     """The next pass of `--repeats auto` from a sweep's stored trial results. `before=N` plans from
     the runs made before pass N alone: what pass N was planned to run, recomputed (the plan is a
-    function of those runs and the study, so it comes out as it did then)."""
+    function of those runs and the study, so it comes out as it did then). `legacy`: as the rule
+    before the alpha-spending one planned it (`LEGACY_AUTO_ALPHA` at every look, at most
+    `AUTO_MAX_PASSES` looks)."""
     from farm.analysis.records import records_from_trials  # records imports this module's neighbours
     from farm.analysis.select import settings_for
     from farm.errors import UserError
@@ -260,11 +278,17 @@ def pass_from_stored(stored: Sequence["TrialResult"], study: Study, grid: str, s
     samples = auto_samples(records, settings)
     runs = [run for r in stored for run in r.runs]
     first = sum(1 for run in runs if run.pass_index == 1)
+    # The looks the budget plans, as selection's settings counted them for `settings.alpha` (the
+    # level of the look these runs are at): the plan and the report judge alike.
+    _, looks = auto_look(records, settings.primary_profile, study.max_runs)
     # A later pass runs the primary profile alone (pass_trial): one run a repeat.
     return next_pass(samples, cost_per_repeat={r.trial.id: 1 for r in stored},
                      passes_done=max((run.pass_index for run in runs), default=1), spent=len(runs),
-                     budget=default_budget(study.max_runs, first), alpha=settings.alpha,
+                     budget=default_budget(study.max_runs, first),
+                     alpha=LEGACY_AUTO_ALPHA if legacy else settings.alpha,
+                     max_passes=AUTO_MAX_PASSES if legacy else looks,
                      margin=settings.equivalence_margin, names={r.trial.id: r.trial.label for r in stored})
+
 
 
 def unfinished_pass(stored: Sequence["TrialResult"], study: Study, grid: str, sweep_id: str) -> PassPlan | None:
@@ -282,6 +306,11 @@ def unfinished_pass(stored: Sequence["TrialResult"], study: Study, grid: str, sw
     have = {r.trial.id for r in stored if any(run.pass_index == latest for run in r.runs)}
     missing = [t for t in planned.trials if t not in have]
     if not missing:
+        return None
+    # A sweep stored before the alpha-spending rule ran the passes the old rule planned (its first
+    # look was less strict, so it ran fewer trials): a pass that ran exactly that plan is finished.
+    old = pass_from_stored(stored, study, grid, sweep_id, before=latest, legacy=True)
+    if not old.done and old.pass_index == latest and set(old.trials) == have:
         return None
     spent = sum(len(r.runs) for r in stored)
     names = {r.trial.id: r.trial.label for r in stored}

@@ -8,7 +8,6 @@ from typing import Any, Callable
 
 from farm.analysis.definitions import definitions_table
 from farm.analysis.limits import overrides_text
-from farm.analysis.plan import AUTO_MAX_PASSES
 from farm.analysis.records import Provenance, RunRecord
 from farm.analysis.select import (
     METRIC_LABELS,
@@ -284,9 +283,10 @@ def _verdict_paragraph(doc: _Doc, report: Report) -> None:
     doc.p(text)
     if sel.sequential:
         doc.p(f"These runs come from `--repeats auto`, which looks at the data after every pass and stops when every "
-              f"decision is made. Such optional stopping inflates the chance of a false decision, so every decision "
-              f"here is judged at \u03b1 = {sel.alpha:g} per look (at most {AUTO_MAX_PASSES} looks: at most "
-              f"{sel.alpha * AUTO_MAX_PASSES:.0%} over all of them, Bonferroni).")
+              f"decision is made. Such optional stopping inflates the chance of a false decision, so the looks share "
+              f"a 5 % chance of one by an O'Brien-Fleming-type \u03b1-spending rule (Lan-DeMets, over the looks the "
+              f"run budget plans: strict at the first, near 5 % at the last); the decisions here are judged at "
+              f"\u03b1 = {sel.alpha:.3g}, the level of the last look these runs reached.")
 
 
 def verdict_line(report: Report) -> str | None:

@@ -11,6 +11,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import REPO, run_farm
+from farm.study.repeats import alpha_for
 
 pytestmark = pytest.mark.slow
 
@@ -157,7 +158,8 @@ def test_auto_runs_a_second_pass_for_an_undecided_comparison_until_the_budget(au
     # the budget ends it with the decision still open, or the fifth runs proved them the same
     assert ("run budget spent" in done and "still open:" in done) or "every decision made" in done, done
     evidence = next(line for line in out.splitlines() if line.startswith("evidence:"))
-    assert "5 vs 5 runs" in evidence and "\u03b1 = 0.01" in evidence
+    # a budget of 10 runs plans two looks (3 and 5 runs each): the second is judged near 5 %
+    assert "5 vs 5 runs" in evidence and f"\u03b1 = {alpha_for('auto', 2, 2):g}" in evidence
 
 
 def test_auto_appends_the_later_pass_to_each_trials_one_child_run(auto_sweep):
@@ -176,4 +178,5 @@ def test_auto_appends_the_later_pass_to_each_trials_one_child_run(auto_sweep):
         files = {a.path for a in client.list_artifacts(child.info.run_id, "files/pass-2")}
         assert "files/pass-2/engine.log" in files
     report = run_farm("report", sweep_id, "--tracking-uri", uri, cwd=tmp)
-    assert "--repeats auto" in report.stdout and "\u03b1 = 0.01 per look" in report.stdout
+    assert "--repeats auto" in report.stdout and "\u03b1-spending" in report.stdout
+    assert f"\u03b1 = {alpha_for('auto', 2, 2):.3g}, the level of the last look" in report.stdout

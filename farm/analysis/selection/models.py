@@ -14,7 +14,7 @@ from farm.analysis.selection.capacity_models import CapacityRanking
 from farm.engines import parse_cli_flags
 from farm.errors import UserError
 from farm.study.grid import expand
-from farm.study.repeats import FAMILY_ALPHA, alpha_for, is_auto
+from farm.study.repeats import FAMILY_ALPHA, alpha_for, auto_design, is_auto
 from farm.study.spec import EngineSpec, SLOSpec, Study
 
 
@@ -112,6 +112,17 @@ def _steps(study: "Study", grid: str | None) -> list[StepDef]:
             for t in expand(study, grid)]
 
 
+def auto_look(results: Results, primary: str, max_runs: int | None) -> tuple[int, int]:
+    """(look, looks) of `--repeats auto` runs (farm/study/repeats.py `auto_design`, whose level their
+    verdicts take): the runs each ranked trial has on the primary profile, and all the runs. The pass
+    plan (farm/analysis/plan.py) asks the same."""
+    counts: dict[str, int] = {}
+    for r in results.records:
+        if r.profile == primary and r.node_control_of is None:
+            counts[r.trial] = counts.get(r.trial, 0) + 1
+    return auto_design(counts.values(), len(results.records), max_runs)
+
+
 def settings_for(results: Results, study: "Study", *, baseline: str | None = None, grid: str | None = None,
                  prefer_results_profile: bool = False) -> SelectionSettings:
     """Selection settings from a study, checked against the results they will judge.
@@ -142,7 +153,7 @@ def settings_for(results: Results, study: "Study", *, baseline: str | None = Non
         step_grid=step_grid,
         engines=dict(study.engines),
         slo={name: p.slo for name, p in study.profiles.items() if p.slo is not None},
-        alpha=alpha_for(study.repeats),
+        alpha=alpha_for(study.repeats, *auto_look(results, primary, study.max_runs)),
         sequential=is_auto(study.repeats),
         equivalence_margin=study.equivalence_margin,
     )

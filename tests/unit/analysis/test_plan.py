@@ -17,9 +17,8 @@ def test_repeats_parse_and_alpha():
         with pytest.raises(ValueError, match="whole number >= 1 or 'auto'"):
             plan.parse_repeats(bad)
     assert plan.first_pass_repeats("auto") == plan.AUTO_FIRST_PASS and plan.first_pass_repeats(5) == 5
-    assert plan.alpha_for(3) == 0.05 and plan.alpha_for("auto") == pytest.approx(0.01)
-    # Bonferroni over the looks: the family-wise level stays at 5 %
-    assert plan.AUTO_ALPHA * plan.AUTO_MAX_PASSES == pytest.approx(plan.FAMILY_ALPHA)
+    # fixed repeats look once at 5 %; auto's looks share 5 % (tests/unit/study/test_repeats.py)
+    assert plan.alpha_for(3) == 0.05 and plan.alpha_for("auto", 1, 2) < plan.alpha_for("auto", 2, 2) < 0.05
 
 
 # ------------------------------------------------------------------ --repeats auto
@@ -29,14 +28,15 @@ COST = {"a": 2, "b": 2, "c": 2}
 
 
 def test_a_separated_ranking_needs_no_further_pass():
+    # the first look of a plan of two (alpha 0.0113): 10 % apart at a 1 % CV is decided with 3 runs each
     p = plan.next_pass({"a": [110, 111, 109], "b": [100, 101, 99]}, cost_per_repeat=COST, passes_done=1, spent=12,
-                       budget=100)
+                       budget=100, max_passes=2)
     assert p.done and p.reason.startswith("every decision made") and "b below it" in p.reason
 
 
 def test_undecided_trials_and_the_leader_get_more_repeats_the_decided_ones_do_not():
     p = plan.next_pass({"a": [104, 98, 101], "b": [100, 103, 97], "c": [80, 81, 79]}, cost_per_repeat=COST,
-                       passes_done=1, spent=18, budget=100)
+                       passes_done=1, spent=18, budget=100, max_passes=2)
     assert not p.done and p.trials == ["a", "b"] and p.repeats == plan.AUTO_STEP
     assert p.runs == 2 * plan.AUTO_STEP * 2 and p.pass_index == 2
     assert p.reason.startswith("1 decision(s) open") and "a vs b" in p.reason and "more runs each" in p.reason
@@ -63,6 +63,89 @@ def test_the_budget_and_the_look_limit_end_the_loop():
     # whatever ends the loop, its reason names the decisions still open
     assert all("still open: a vs b" in p.reason for p in (spent, looks, tight))
     assert plan.default_budget(None, 24) == 72 and plan.default_budget(50, 24) == 50
+
+
+def _ratio_samples(ratio: float, cv: float, n: int) -> list[float]:
+    """n values whose logs have exactly this spread, centred on log(100 * ratio)."""
+    import numpy as np
+
+    z = np.linspace(-1, 1, n)
+    z = (z - z.mean()) / z.std(ddof=1)
+    return list(np.exp(np.log(100 * ratio) + cv * z))
+
+
+def test_each_look_is_judged_at_its_own_level_the_last_near_five_percent():
+    # 5 runs each, +3.5 % at a 2 % CV: Welch p about 0.02 on the logs
+    close = {"a": _ratio_samples(1.035, 0.02, 5), "b": _ratio_samples(1.0, 0.02, 5)}
+    last = plan.next_pass(close, cost_per_repeat=COST, passes_done=2, spent=10, budget=10, max_passes=2)
+    assert last.done and "every decision made" in last.reason and "b below it" in last.reason
+    assert f"\u03b1 {plan.alpha_for('auto', 2, 2):.3g} at look 2 of 2" in last.reason
+    # at the first look of the same plan, or under the old 0.01 a look, the same runs decide nothing
+    first = plan.next_pass(close, cost_per_repeat=COST, passes_done=1, spent=10, budget=100, max_passes=2)
+    assert not first.done and first.trials == ["a", "b"] and "look 1 of 2" in first.reason
+    old = plan.next_pass(close, cost_per_repeat=COST, passes_done=2, spent=10, budget=100, alpha=0.01)
+    assert not old.done
+
+
+def _stored(values: dict[str, list[tuple[float, int]]]) -> list[TrialResult]:
+    """Stored trials of one profile `p`: per trial its runs' (throughput, pass)."""
+    out = []
+    for k, (name, runs) in enumerate(values.items()):
+        trial = Trial(id=f"mock-{name}", name=name, engine="mock", model_key="tiny", model="farm-tiny",
+                      tokenizer="farm:tiny", profiles=["p"], index=k)
+        out.append(TrialResult(sweep_id="s", trial=trial, status=Status.ok, node="n1", runs=[
+            ProfileRun(profile="p", repeat=i, status=Status.ok, metrics=_metrics(v), pass_index=pi)
+            for i, (v, pi) in enumerate(runs)]))
+    return out
+
+
+def _auto_study(max_runs=None):
+    from farm.study.spec import DataSpec, EngineSpec, GridBlock, GridSpec, ModelSpec, ProfileSpec, Study
+
+    profile = ProfileSpec(data=DataSpec(kind="synthetic", prompt_tokens=32, output_tokens=16), requests=10,
+                          rate=1000, max_concurrency=8)
+    return Study(name="auto", models={"tiny": ModelSpec(name="farm-tiny", tokenizer="farm:tiny")},
+                 engines={"mock": EngineSpec()}, profiles={"p": profile},
+                 grids={"g": GridSpec(blocks=[GridBlock(engine="mock", models=["tiny"])])},
+                 primary_profile="p", repeats="auto", max_runs=max_runs)
+
+
+def test_a_sweep_and_its_report_judge_the_same_look_at_the_same_level():
+    from farm.analysis.records import records_from_trials
+    from farm.analysis.select import settings_for
+
+    a, b = _ratio_samples(1.035, 0.02, 5), _ratio_samples(1.0, 0.02, 5)
+    study = _auto_study(max_runs=10)  # two trials, 5 runs each at most: looks at 3 and 5
+    first = _stored({"a": [(v, 1) for v in a[:3]], "b": [(v, 1) for v in b[:3]]})
+    p = plan.pass_from_stored(first, study, "g", "s")
+    assert not p.done and p.pass_index == 2 and f"\u03b1 {plan.alpha_for('auto', 1, 2):.3g} at look 1 of 2" in p.reason
+    both = _stored({"a": [(v, 1 if i < 3 else 2) for i, v in enumerate(a)],
+                    "b": [(v, 1 if i < 3 else 2) for i, v in enumerate(b)]})
+    done = plan.pass_from_stored(both, study, "g", "s")
+    assert done.done and "look 2 of 2" in done.reason and "b below it" in done.reason
+    # the report of those runs judges them at the level of the look they reached
+    records = records_from_trials(both, study, grid="g", sweep_id="s")
+    assert settings_for(records, study, grid="g").alpha == plan.alpha_for("auto", 2, 2)
+    # the default budget (18 runs) plans four looks: its second is stricter, and the decision stays open
+    default = plan.pass_from_stored(both, _auto_study(), "g", "s")
+    assert not default.done and "look 2 of 4" in default.reason
+
+
+def test_a_sweep_stored_under_the_old_rule_resumes_under_the_new_one():
+    """Sweeps run before the alpha-spending rule stored no alpha (it was 0.01 a look, a constant):
+    their runs read as they are, their looks are counted from the runs, and a pass that ran to its
+    end under the old rule is not taken for one stopped part-way."""
+    study = _auto_study()
+    # c was 8 % below at the first look: decided at 0.01, so the old rule's pass 2 ran a and b alone
+    a, b = _ratio_samples(1.02, 0.015, 5), _ratio_samples(1.0, 0.015, 5)
+    c = _ratio_samples(0.92, 0.01, 3)
+    stored = _stored({"a": [(v, 1 if i < 3 else 2) for i, v in enumerate(a)],
+                      "b": [(v, 1 if i < 3 else 2) for i, v in enumerate(b)], "c": [(v, 1) for v in c]})
+    before = plan.pass_from_stored(stored, study, "g", "s", before=2)
+    assert "mock-c" in before.trials  # the new rule's first look (of five) would have kept c open
+    assert plan.unfinished_pass(stored, study, "g", "s") is None
+    nxt = plan.pass_from_stored(stored, study, "g", "s")
+    assert nxt.pass_index == 3 and "look 2 of 5" in nxt.reason
 
 
 def test_a_single_candidate_needs_nothing():

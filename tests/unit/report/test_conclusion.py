@@ -15,6 +15,7 @@ from farm.report import build_report, render, report_for
 from farm.report.checks import gains_over_recommended
 from farm.report.text import conclusion_decisions
 from farm.study.load import load_study
+from farm.study.repeats import alpha_for
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -88,6 +89,10 @@ def test_no_section_of_the_h200_report_shows_a_decided_gain_over_its_recommendat
 def test_repeats_auto_reports_the_per_look_alpha_for_equivalence_too():
     results = read_results_file(REPO / "bench/h200/results.json")
     study = load_study(REPO / "configs/h200-dummy.yaml").model_copy(update={"repeats": "auto"})
-    text = render(build_report(results, settings_for(results, study)), "markdown")
-    assert "equivalent: the 98 % interval of the ratio inside ±3 %" in text
-    assert "stops when every decision is made" in text
+    settings = settings_for(results, study)
+    text = render(build_report(results, settings), "markdown")
+    # 3 runs each on the primary profile: the first of the five looks the default budget plans,
+    # judged at its own (strict) level, the equivalence's interval too
+    assert settings.alpha == alpha_for("auto", 1, 5) < 0.01
+    assert f"equivalent: the {(1 - 2 * settings.alpha) * 100:g} % interval of the ratio inside ±3 %" in text
+    assert "stops when every decision is made" in text and "\u03b1-spending" in text
