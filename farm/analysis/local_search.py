@@ -306,14 +306,16 @@ def _held_gpu_hours(results: Sequence[TrialResult], index: int | None = None) ->
 def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, Any]],
          results: Sequence[TrialResult], *, primary: str, requests: Mapping[str, int], profiles: Sequence[str],
          budget_gpu_hours: float | None, trial_estimate_gpu_hours: Mapping[str, float],
-         min_success_rate: float = 0.0, repairs: Sequence[Repair] = (), repair_start: bool = True) -> SearchPlan:
+         min_success_rate: float = 0.0, repairs: Sequence[Repair] = (), repair_start: bool = True,
+         recorded_steps: Sequence[Step] = ()) -> SearchPlan:
     """The search so far, replayed from `results`, and what to run next (see the module docstring).
 
     `trial_estimate_gpu_hours(kind)`: the cost of one trial's job in a step ("step") and in the
     final comparison ("final"), before anything measured it (the grid estimate's durations).
     `repairs`: trials raced in a repaired form, already in `trials` and `coords` under the repaired
     id; where the start is one of them, `start` is the user's and the search starts from the
-    repair, or stops at once with why when `repair_start` is off."""
+    repair, or stops at once with why when `repair_start` is off. `recorded_steps`: the steps of the
+    sweep's stored plan; a step it began is raced as it chose it there (see below)."""
     by_id = {t.id: t for t in trials}
     given, fixed = start, next((r for r in repairs if r.trial == start), None)
     spent = _held_gpu_hours(results)
@@ -349,7 +351,15 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
         spent_before = sum(_held_gpu_hours(results, s.index) for s in steps)
         per_trial = _per_trial_cost(results, [s.index for s in steps], trial_estimate_gpu_hours["step"])
         unraced: list[str] = []
-        if budget_gpu_hours is not None:
+        began = next((s for s in recorded_steps if s.index == index and s.incumbent == incumbent
+                      and all(t in nbrs for t in s.race[1:])), None)
+        if began is not None:
+            # The sweep chose this step's race when it began it, with its machine's memory-fit model
+            # (which trials cannot start there) and its code's repairs: a resume or a report on another
+            # machine or version, where a trial the sweep ruled out looks raceable, races and shows
+            # the same trials (on the H100's search, a report here put a bf16 trial in the race).
+            ordered, unraced = list(began.race[1:]), [t for t in began.unraced if t in by_id]
+        elif budget_gpu_hours is not None:
             fits = int((budget_gpu_hours - spent_before) / per_trial + 1e-9) if per_trial > 0 else len(ordered) + 1
             if fits < 2:
                 stop, reason = "budget", (f"step {index} (~{per_trial:.2f} GPU-hours a trial, at least 2) does not fit "
@@ -374,7 +384,8 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
             todo = [t for t in race if t not in ran]
             estimate = per_trial * len(todo)
             measured = samples_of(results, rung, min_success_rate)
-            steps.append(step.model_copy(update={"so_far": {t: measured[t] for t in race if t in measured}}))
+            steps.append(step.model_copy(update={"so_far": {t: measured[t] for t in race if t in measured},
+                                                 "incumbent_runs": len(measured.get(incumbent, []))}))
             left = f", {len(unraced)} left for want of budget" if unraced else ""
             p = p.model_copy(update={"steps": steps, "incumbent": incumbent, "rung": rung, "trials": todo,
                                      "estimate_gpu_hours": estimate,
@@ -539,8 +550,10 @@ def path_lines(p: SearchPlan, labels: Mapping[str, str] | None = None) -> list[s
                    f"would race them repaired the same way")
     for s in p.steps:
         head = f"  step {s.index} (alpha {s.alpha:.3g}, Holm over {len(s.race) - 1}): {name(s.incumbent)} ({s.incumbent_runs} runs)"
+        pending = (f" -> under way: {len(s.so_far)} of {len(s.race)} trials measured" if s.so_far
+                   else " -> not measured yet")
         out.append(head + {"moved": f" -> moved to {name(s.moved_to or '')}", "converged": " -> stays: converged",
-                           "failed": " -> failed", "pending": " -> not measured yet"}[s.outcome])
+                           "failed": " -> failed", "pending": pending}[s.outcome])
         out += [f"    {name(j.neighbour.trial)}: {judged_text(j)}" for j in s.judged]
         out += [f"    {name(t)}: {len(v)} run(s) so far, mean {sum(v) / len(v):,.0f} total tok/s" for t, v in s.so_far.items()]
         if s.unraced:

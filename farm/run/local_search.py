@@ -183,11 +183,12 @@ class SearchSpace:
 
 def plan_of(study: Study, grid: str, trials: list[Trial], start: str, results: list[TrialResult],
             measured: MeasuredDurations | None = None, estimate: dict[str, float] | None = None,
-            recorded: Sequence[ls.Repair] = ()) -> ls.SearchPlan:
+            recorded: Sequence[ls.Repair] = (), recorded_steps: Sequence[ls.Step] = ()) -> ls.SearchPlan:
     """The plan replayed from `results`. `estimate`: what one trial's job costs before the search
     measured any, as the sweep first priced it (`searches.recorded_local_search_estimate`): a resume or a report that
     priced it anew from other durations could replay another race than the one the sweep ran.
-    `recorded`: the repairs of the sweep's stored plan (`repairs`)."""
+    `recorded`: the repairs of the sweep's stored plan (`repairs`); `recorded_steps`: its steps (a step
+    it began is replayed with the race it chose)."""
     profiles = study.grid_profiles(grid)
     space = SearchSpace(study, trials, start, results, recorded)
     if estimate is None:
@@ -196,7 +197,7 @@ def plan_of(study: Study, grid: str, trials: list[Trial], start: str, results: l
                    primary=study.grid_primary_profile(grid), requests={p: study.profiles[p].requests for p in profiles},
                    profiles=profiles, budget_gpu_hours=study.budget_gpu_hours, trial_estimate_gpu_hours=estimate,
                    min_success_rate=study.min_success_rate, repairs=space.repairs,
-                   repair_start=study.repair_start)
+                   repair_start=study.repair_start, recorded_steps=recorded_steps)
 
 
 def search_trials(study: Study, trials: list[Trial], results: list[TrialResult],
@@ -225,9 +226,13 @@ def run_local(study: Study, grid: str, trials: list[Trial], *, start: str, track
         space = SearchSpace(study, trials, start, stored)
         estimate = estimates(study, grid, [t for t in space.ranked if t.id == space.start], measured)
         searches.record_local_search_estimate(tracking_uri, sweep_id, estimate)
+    # A resume replays the steps the sweep began as it began them (the race it chose then), even where
+    # this machine's memory-fit model or this version's repairs would choose another.
+    began = searches.recorded_local_search_plan(tracking_uri, sweep_id)
+    began_steps = began.steps if began is not None else []
     while True:
         stored = tracking.load_results(tracking_uri, sweep_id)
-        p = plan_of(study, grid, trials, start, stored, measured, estimate)
+        p = plan_of(study, grid, trials, start, stored, measured, estimate, recorded_steps=began_steps)
         on_step(p)
         _record(tracking_uri, sweep_id, p)
         if p.done:
@@ -266,7 +271,7 @@ def run_local(study: Study, grid: str, trials: list[Trial], *, start: str, track
             # The plan as it stands with this job stored, recorded at once: a report read where the
             # models' config.json are not (another machine) shows what this one knew.
             _record(tracking_uri, sweep_id, plan_of(study, grid, trials, start, tracking.load_results(tracking_uri, sweep_id),
-                                                    measured, estimate))
+                                                    measured, estimate, recorded_steps=began_steps))
 
         run_jobs(jobs, store)
         if not done:

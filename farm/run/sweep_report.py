@@ -78,7 +78,8 @@ def local_search_note(study: Study, grid: str, results: list[TrialResult], sweep
     from farm.study.grid import expand
 
     trials, start = start_of(study, grid, expand(study, grid), study.start or "", key="start")
-    p = plan_of(study, grid, trials, start, results, estimate=estimate, recorded=recorded)
+    p = plan_of(study, grid, trials, start, results, estimate=estimate, recorded=recorded,
+                recorded_steps=kept.steps if kept is not None else ())
     if kept is not None and kept.start == p.start and kept.spent_by_phase == p.spent_by_phase:
         # The sweep's own last plan saw every GPU-second stored: it knew which trials the memory-fit
         # model ruled out, where this machine may lack the models' config.json (as halving's report does).
