@@ -11,6 +11,7 @@ import importlib.metadata
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import threading
@@ -22,7 +23,7 @@ import ray
 from ray.exceptions import RayError
 from pydantic import BaseModel, ConfigDict, Field
 
-from actors import bench_client, client_host, compile_cache, machine
+from actors import bench_client, client_host, compile_cache, machine, microbench
 from actors.datasets import DatasetMissing, prepare_sharegpt
 from farm.engines import get_engine
 from farm.engines.base import Failure, redact_args
@@ -231,6 +232,7 @@ class TrialRunner:
         self._sampled_gpus = list(result.gpus) if trial.gpus else []
         self._no_gpu_why = machine.NO_GPU if not trial.gpus else "no GPU visible: CUDA_VISIBLE_DEVICES names none"
         result.machine = machine.fingerprint(self._sampled_gpus, none_why=self._no_gpu_why, label=_node_label(machine.MACHINE_LABEL))
+        self._microbench(result, env, spec)
         self._machine_key = result.machine.key
         result.engine_reported.update(reported)
         if cold is not None:
@@ -253,6 +255,25 @@ class TrialRunner:
             # like, the trial has no answer and a resumed sweep runs it again.
             result.status, result.reason = Status.cancelled, outcome.CANCELLED_REASON
         return result
+
+    def _microbench(self, result: TrialResult, env: dict[str, str], spec) -> None:
+        """The host's and the first GPU's speed beside the fingerprint (actors/microbench.py), before
+        the engine starts; the GPU part in the engine's Python and environment (its torch)."""
+        assert result.machine is not None
+        result.machine = result.machine.model_copy(update=microbench.host_bench())
+        if not self._sampled_gpus:
+            result.machine.gpu_bench_not_measured = self._no_gpu_why
+            return
+        launcher = self.engine.launcher(spec)
+        python = launcher[0] if launcher and Path(launcher[0]).name.startswith("python") else None
+        found = shutil.which(launcher[0], path=env.get("PATH")) if launcher else None
+        if python is None and found and (Path(found).parent / "python").exists():
+            python = str(Path(found).parent / "python")  # a venv's entry point: its own interpreter
+        if python is None:
+            result.machine.gpu_bench_not_measured = f"no Python of the engine's to run it in (launcher {launcher[:1]})"
+            return
+        figures, why = microbench.gpu_bench(python, env, self._sampled_gpus[0], cache_dir())
+        result.machine = result.machine.model_copy(update=figures or {"gpu_bench_not_measured": why})
 
     def _run(self, result: TrialResult, env: dict[str, str]) -> None:
         trial, spec = self.job.trial, self.job.engine_spec

@@ -162,6 +162,14 @@ class MachineFingerprint(BaseModel):
                                   "whichever the trial held; none where NVML could not list them.")
     label: str | None = Field(default=None, description="The machine's name where its Ray node was started with "
                               "the label farm.machine=NAME (`ray start --labels`).")
+    # A short microbenchmark (actors/microbench.py), before the engine starts: machines alike by name
+    # can differ in speed, and a slow one is told by these, not by its name.
+    host_sha256_mib_s: float | None = Field(default=None, description="Single-core SHA-256 over 32 MiB, MiB/s.")
+    host_copy_gib_s: float | None = Field(default=None, description="A 128 MiB memory copy, GiB/s (read + write).")
+    gpu_matmul_bf16_tflops: float | None = Field(default=None, description="bf16 8192 x 8192 matmul on the trial's "
+                                                 "first GPU, TFLOPS (torch of the engine's environment).")
+    gpu_copy_gib_s: float | None = Field(default=None, description="A 1 GiB device-to-device copy, GiB/s (read + write).")
+    gpu_bench_not_measured: str | None = Field(default=None, description="Why the GPU microbenchmark has no figures.")
 
     @property
     def key(self) -> str:

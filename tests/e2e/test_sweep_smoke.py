@@ -134,6 +134,8 @@ def test_every_run_has_its_steady_rate_its_lost_requests_and_its_machine(smoke):
         assert result["warmup_runs"] == []
         assert result["machine"]["gpu_not_read"] == "no GPU: the trial holds none" and result["machine"]["kernel"]
         assert child.data.tags["farm.machine"] and child.data.tags["farm.machine.kernel"] == result["machine"]["kernel"]
+        assert result["machine"]["host_sha256_mib_s"] > 0 and result["machine"]["gpu_bench_not_measured"]
+        assert float(child.data.tags["farm.machine.host_copy_gib_s"]) == result["machine"]["host_copy_gib_s"]
         assert child.data.tags["farm.gpu_samples"] == "not measured: no GPU: the trial holds none"
         for run in result["runs"]:
             assert run["gpu"] == {"measured": False, "reason": "no GPU: the trial holds none", "gpus": [],

@@ -61,6 +61,10 @@ def test_warmup_and_profile_repeats_on_a_real_engine(tmp_path, monkeypatch):
     # the machine it ran on, and its GPUs "not measured" with the reason (a CPU engine holds none), never zeros
     assert result.machine.gpu_not_read == "no GPU: the trial holds none" and result.machine.kernel
     assert prov.machine_key == result.machine.key and prov.machine == result.machine
+    # its host's speed beside the fingerprint, the GPU's "not measured" with the same reason
+    assert result.machine.host_sha256_mib_s > 0 and result.machine.host_copy_gib_s > 0
+    assert result.machine.gpu_matmul_bf16_tflops is None
+    assert result.machine.gpu_bench_not_measured == "no GPU: the trial holds none"
     assert all(r.gpu.measured is False and r.gpu.reason == "no GPU: the trial holds none" and r.gpu.sm_clock_mhz is None
                for r in result.runs)
     assert prov.gpu_samples == result.runs[0].gpu
