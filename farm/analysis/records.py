@@ -24,6 +24,7 @@ from typing import Any, Literal, Mapping
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError,
                       field_validator)
 
+from farm.analysis.energy import RunEnergy, run_energy
 from farm.analysis.limits import EffectiveLimits, effective_limits
 from farm.analysis.results import GpuSamples, MachineFingerprint, ProfileRun, Status, TrialResult, migrate_tpot
 from farm.analysis.start_phases import start_cache, start_phases
@@ -230,6 +231,16 @@ class RunRecord(_Strict):
         ok, out = self.metrics.get("successful_requests"), self.metrics.get("total_output_tokens")
         return out / ok if ok and out is not None else None
 
+    @property
+    def energy(self) -> RunEnergy:
+        """Joules, watts and tokens per joule over the run's window, or why not measured (farm/analysis/energy.py)."""
+        if not self.measured:
+            return RunEnergy(measured=False, reason=f"the run did not end ok ({self.status.value})")
+        prov = self.provenance
+        return run_energy(prov.gpu_samples if prov else None, duration_s=self.metrics.get("duration_s"),
+                          input_tokens=self.metrics.get("total_input_tokens"),
+                          output_tokens=self.metrics.get("total_output_tokens"), gpus=prov.gpus if prov else None)
+
 
 # The throughputs a study may decide by (farm/analysis/definitions.py): the seed's totals-based rate, or
 # the rate while the client held its full concurrency (farm/analysis/steady.py).
@@ -294,6 +305,8 @@ class _FileRun(_Strict):
     command: StrictStr | None = None
     provenance: Provenance | None = None
     limits: EffectiveLimits | None = None
+    # Derived, for a reader of the file: farm recomputes it from provenance.gpu_samples and the metrics.
+    energy: RunEnergy | None = None
     # Annotations of the seed's file: where the run is in the seed document, and remarks.
     seed_line: StrictInt | None = None
     note: StrictStr | None = None
@@ -492,6 +505,8 @@ def results_to_data(results: Results) -> dict[str, Any]:
             "reason": rec.reason, "node": rec.node, "command": rec.command, "metrics": dict(rec.metrics),
             "provenance": rec.provenance.model_dump(exclude_none=True) if rec.provenance else None,
             "limits": rec.limits.model_dump(exclude_none=True) if rec.limits else None,
+            # joules, watts and tokens per joule, or why not measured: derived, recomputed on read
+            "energy": rec.energy.model_dump(exclude_none=True) if rec.provenance is not None else None,
         }
         runs.append({k: v for k, v in run.items() if v is not None})
     head = {

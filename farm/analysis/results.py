@@ -140,6 +140,13 @@ class GpuSamples(BaseModel):
     sm_clock_mhz: Spread | None = Field(default=None, description="SM clock (MHz) over the window, all GPUs.")
     temperature_c: Spread | None = Field(default=None, description="GPU temperature (degrees C) over the window.")
     power_w: Spread | None = Field(default=None, description="Power draw (W) per GPU over the window.")
+    power_total_w: Spread | None = Field(default=None, description="Power of the trial's GPUs together (W), summed "
+                                         "at each sampling instant; none: not recorded (results from before).")
+    window_s: float | None = Field(default=None, description="The run's window the samples cover (s): the "
+                                   "benchmark's start to its end.")
+    energy_j: float | None = Field(default=None, description="Joules of the trial's GPUs over exactly that window: "
+                                   "the trapezoid rule over the samples (farm/analysis/energy.py); none: not "
+                                   "recorded (results from before), or no power read.")
 
 
 class MachineFingerprint(BaseModel):

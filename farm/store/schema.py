@@ -115,6 +115,9 @@ METRICS = ("total_tps", "output_tps", "request_throughput", "success_rate", "dur
 # logged like METRICS (the mean over the trial's runs; each run under `<profile>/runs/`).
 GPU_QUANTITIES = ("sm_clock_mhz", "temperature_c", "power_w")
 GPU_STATS = ("min", "mean", "max")
+# A run's energy over its window (farm/analysis/energy.py), logged like METRICS where its GPUs' power was
+# sampled; none where not (the reason is GPU_NOT_MEASURED_TAG's): never zeros.
+ENERGY_METRICS = ("energy_j", "power_mean_w", "power_peak_w", "output_tokens_per_j", "total_tokens_per_j")
 LOAD_METRIC = "load"  # a capacity search's step: the concurrency or rate it ran at
 METRICS_PER_BATCH = 900  # MLflow takes at most 1000 metrics in one log_batch
 

@@ -27,6 +27,7 @@ from farm.engines import get_engine
 from farm.errors import UserError, key_path
 from farm.inputs import env_tracking_uri
 from farm.analysis.accelerator import gpu_models
+from farm.analysis.energy import run_energy
 from farm.analysis.limits import effective_limits, overrides_text
 from farm.analysis.outcome import FINISHED
 from farm.analysis.results import Status, TrialResult
@@ -186,6 +187,24 @@ def trial_metrics(result: TrialResult) -> list[Metric]:
                 out += [Metric(S.run_metric_name(profile, name), v, now, r.repeat)
                         for r, v in zip(runs, values)]
         out += _gpu_metrics(profile, runs, now)
+        out += _energy_metrics(profile, runs, now)
+    return out
+
+
+def _energy_metrics(profile: str, runs: list, now: int) -> list[Metric]:
+    """Each run's joules, watts and tokens per joule where its GPUs' power was sampled (farm/analysis/energy.py):
+    the mean over the trial's runs, each run at step = its repeat when there are several."""
+    energies = [(r, run_energy(r.gpu, duration_s=r.metrics.duration_s, input_tokens=r.metrics.total_input_tokens,
+                               output_tokens=r.metrics.total_output_tokens)) for r in runs if r.status == Status.ok]
+    fields = dict(zip(S.ENERGY_METRICS, ("joules", "mean_w", "peak_w", "output_tokens_per_j", "total_tokens_per_j")))
+    out: list[Metric] = []
+    for name, field in fields.items():
+        pairs = [(r, v) for r, e in energies if e.measured and (v := getattr(e, field)) is not None]
+        if not pairs:
+            continue
+        out.append(Metric(S.metric_name(profile, name), _mean([v for _, v in pairs]), now, 0))
+        if len(pairs) > 1:
+            out += [Metric(S.run_metric_name(profile, name), v, now, r.repeat) for r, v in pairs]
     return out
 
 

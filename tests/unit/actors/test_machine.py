@@ -13,6 +13,7 @@ import time
 import pytest
 
 from actors import machine
+from farm.analysis.energy import RunEnergy, run_energy
 from farm.analysis.results import GpuSamples
 
 
@@ -29,6 +30,9 @@ def test_without_nvmls_library_a_gpu_trial_records_why_it_was_not_measured():
     samples = sampler.stop()
     assert samples == GpuSamples(measured=False, reason=samples.reason)
     assert samples.reason.startswith("NVML absent: NVMLError_LibraryNotFound")
+    # no joules, no watts, no tokens per joule: "not measured" and why, never zeros
+    energy = run_energy(samples, duration_s=20.0, input_tokens=1000.0, output_tokens=500.0)
+    assert energy == RunEnergy(measured=False, reason=samples.reason)
     fp = machine.fingerprint(["0"])
     assert fp.gpu_not_read.startswith("NVML absent: ") and fp.gpu_name is None and fp.gpu_driver is None
     # the host is read all the same
@@ -37,6 +41,8 @@ def test_without_nvmls_library_a_gpu_trial_records_why_it_was_not_measured():
 
 def test_a_trial_without_gpus_says_so():
     assert machine.GpuSampler([]).start().stop() == GpuSamples(measured=False, reason="no GPU: the trial holds none")
+    energy = run_energy(machine.GpuSampler([]).start().stop(), duration_s=20.0, input_tokens=1.0, output_tokens=1.0)
+    assert not energy.measured and energy.reason == "no GPU: the trial holds none" and energy.joules is None
     fp = machine.fingerprint([])
     assert fp.gpu_not_read == "no GPU: the trial holds none" and fp.gpu_count is None
     # the same machine twice is one key; another host another
@@ -126,6 +132,48 @@ def test_a_window_keeps_the_samples_within_it():
     assert windowed.samples == 2
     # a run shorter than the sampling interval: the samples around it rather than none
     assert sampler.stop(window=(12.2, 12.4)).samples == 4
+
+
+def test_a_runs_joules_are_its_power_integrated_over_exactly_its_window():
+    # power ramps 100 -> 700 W over 10..13 s (200 W a second): over the window 10.5..12.5 the curve is linear,
+    # so the trapezoid is exact: 2 s x the mean of 200 and 600 W (the samples just outside give the edges)
+    sampler = machine.GpuSampler(["0"], nvml=FakeNvml())
+    sampler._handles = [0]
+    sampler._samples = [(10.0, 1980.0, 50.0, 100.0), (11.0, 1980.0, 50.0, 300.0), (12.0, 1980.0, 50.0, 500.0),
+                        (13.0, 1980.0, 50.0, 700.0)]
+    samples = sampler.stop(window=(10.5, 12.5))
+    assert samples.window_s == 2.0 and samples.energy_j == pytest.approx(800.0)
+    assert (samples.power_total_w.min, samples.power_total_w.max) == (300.0, 500.0)
+    energy = run_energy(samples, duration_s=2.0, input_tokens=1000.0, output_tokens=600.0)
+    assert energy.measured and energy.method == "trapezoid" and energy.mean_w == pytest.approx(400.0)
+    assert energy.output_tokens_per_j == pytest.approx(0.75) and energy.total_tokens_per_j == pytest.approx(2.0)
+
+
+def test_a_trials_gpus_together_make_its_power_and_a_gpu_without_power_makes_no_joules():
+    sampler = machine.GpuSampler(["0", "1"], nvml=FakeNvml())
+    sampler._handles = [0, 1]
+    sampler._samples = [(10.0, 1980.0, 50.0, 400.0), (10.0, 1980.0, 50.0, 600.0),
+                        (11.0, 1980.0, 50.0, 400.0), (11.0, 1980.0, 50.0, 600.0)]
+    both = sampler.stop(window=(10.0, 11.0))
+    assert both.power_total_w.max == 1000.0 and both.energy_j == pytest.approx(1000.0)
+    assert both.power_w.max == 600.0  # each GPU's own, as before
+    # FakeNvml's GPU 1 answers no power: a sum without it would be a GPU short, so no joules at all
+    real = machine.GpuSampler(["0", "1"], interval_s=0.01, nvml=FakeNvml()).start()
+    time.sleep(0.05)
+    partial = real.stop()
+    assert partial.measured and partial.power_w.mean == 500.0
+    assert partial.energy_j is None and partial.power_total_w is None
+
+
+def test_the_samplers_rate_gives_a_few_samples_a_second_over_a_runs_window():
+    nvml = FakeNvml()
+    sampler = machine.GpuSampler(["0"], nvml=nvml).start()  # the rate every run samples at
+    started = time.time()
+    time.sleep(1.2)
+    samples = sampler.stop(window=(started, time.time()))
+    assert machine.SAMPLE_INTERVAL_S <= 0.25 and samples.samples >= 4
+    # constant 500 W: the joules are 500 W x the window, whatever the samples' timing
+    assert samples.energy_j == pytest.approx(500.0 * samples.window_s)
 
 
 def test_the_fingerprint_names_the_gpus_and_driver():

@@ -116,4 +116,12 @@ def test_mlflow_gets_the_machine_as_tags_and_the_gpu_samples_as_metrics(study, t
     assert metrics[f"{p}/gpu_sm_clock_mhz_min"] == 1410.0 and metrics[f"{p}/gpu_power_w_mean"] == 612.0
     assert f"{p}/runs/gpu_sm_clock_mhz_min" not in metrics
     assert metrics[f"{p}/steady_tps"] == pytest.approx(METRICS.steady_tps)
+    # energy: the measured run's alone (its mean W x its window: it kept no integral), the other no zero
+    joules = 612.0 * METRICS.duration_s
+    assert metrics[f"{p}/energy_j"] == pytest.approx(joules) and metrics[f"{p}/power_mean_w"] == 612.0
+    assert metrics[f"{p}/power_peak_w"] == 699.0
+    assert metrics[f"{p}/output_tokens_per_j"] == pytest.approx(METRICS.total_output_tokens / joules)
+    assert metrics[f"{p}/total_tokens_per_j"] == pytest.approx(
+        (METRICS.total_input_tokens + METRICS.total_output_tokens) / joules)
+    assert f"{p}/runs/energy_j" not in metrics
     assert metrics[f"{p}/client_lost_requests"] == 1.0
