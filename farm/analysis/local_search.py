@@ -12,16 +12,21 @@ farm is. The search starts there (the *incumbent*) and moves only on evidence:
   its sample); runs are short (the primary profile at a third of its requests, like halving's
   first rung), `STEP_REPEATS` each.
 - **Moving.** A neighbour replaces the incumbent only when it is significantly better at the
-  step's alpha: every step judges at `FAMILY_ALPHA` with Holm over its neighbours (`step_alpha`
-  says why not a split over the steps: the final comparison tests the claim afresh). When
-  neighbours on several coordinates
-  are significantly better, the best one becomes the incumbent and their combination (each of
-  those coordinates at its winning value, where the grid has that trial) is raced in the next
-  step, where it must itself win.
-- **Stopping.** When no neighbour is significantly better (converged), or when the budget pays for
-  no more racing (budget: it is the search's; the final comparison comes on top, and the dry run
-  says what it costs); the report says which. A step the budget pays for only in part races the
-  incumbent and the neighbours it pays for, in grid order, and names the others.
+  step's alpha *and* by at least the study's margin (`equivalence_margin`: the smallest
+  difference that matters, the same one that makes two trials equivalent): every step judges at
+  `FAMILY_ALPHA` with Holm over its neighbours (`step_alpha` says why not a split over the steps:
+  the final comparison tests the claim afresh), each comparison decided on the ratio scale
+  (farm/analysis/stats/verdict.py `decide`). When neighbours on several coordinates are so
+  better, the best one becomes the incumbent and their combination (each of those coordinates at
+  its winning value, where the grid has that trial) is raced in the next step, where it must
+  itself win.
+- **Stopping.** When every raced neighbour is proven not better by more than the margin (the
+  upper end of its ratio's (1 - 2 alpha) interval below 1 + margin: converged, a claim the data
+  makes), or when a neighbour is neither (undecided: the report says how many more runs each
+  would decide it), or when the budget pays for no more racing (budget: it is the search's; the
+  final comparison comes on top, and the dry run says what it costs); the report says which. A
+  step the budget pays for only in part races the incumbent and the neighbours it pays for, in
+  grid order, and names the others.
 - **The answer.** The user's command against farm's pick on every profile of the grid with
   `FINAL_REPEATS` runs each. If nothing beat the start, that is the answer, said as such, with the
   nearest neighbours and their intervals.
@@ -41,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from farm.analysis.halving import FINAL_REPEATS, MIN_REQUESTS, RUNG_MARK, Rung
 from farm.analysis.results import Status, TrialResult
 from farm.analysis.stats import relative_difference
-from farm.analysis.stats.verdict import holm
+from farm.analysis.stats.verdict import DEFAULT_MARGIN, decide, holm
 from farm.study.repeats import FAMILY_ALPHA
 from farm.study.trial import Trial
 
@@ -206,7 +211,13 @@ class Judged(_Strict):
     ci_low_pct: float | None = None
     ci_high_pct: float | None = None
     p_holm: float | None = None
-    better: bool = False
+    better: bool = Field(default=False, description="Significantly better by at least the margin: the search may move.")
+    decision: str | None = Field(default=None, description="better, worse, equivalent or undecided "
+                                 "(farm/analysis/stats/verdict.py decide), at the step's alpha and the study's margin.")
+    settled: bool = Field(default=False, description="Proven not better by more than the margin: the upper end of the "
+                          "ratio's (1 - 2 alpha) interval lies below 1 + margin.")
+    more_runs: int | None = Field(default=None, description="Neither better nor settled: runs each side still needs "
+                                  "at the current noise (None: none that can be said).")
     why: str
 
 
@@ -221,7 +232,9 @@ class Step(_Strict):
     judged: list[Judged] = Field(default_factory=list)
     combination: str | None = Field(default=None, description="Raced as the combination of the step before's winners.")
     unraced: list[str] = Field(default_factory=list, description="Neighbours the budget did not pay for.")
-    outcome: str = Field(default="pending", description="moved, converged, or pending (not measured yet).")
+    outcome: str = Field(default="pending", description="moved, converged (each raced neighbour proven not better by "
+                         "more than the margin), undecided (one could not be told yet), failed, or pending (not measured "
+                         "yet).")
     so_far: dict[str, list[float]] = Field(default_factory=dict, description="A pending step: the total tok/s of each "
                                            "trial's runs measured so far.")
     moved_to: str | None = None
@@ -237,7 +250,7 @@ class SearchPlan(_Strict):
     repairs: list[Repair] = Field(default_factory=list, description="Trials raced in a repaired form (the start among them).")
     steps: list[Step] = Field(default_factory=list)
     done: bool = False
-    stop: str | None = Field(default=None, description="converged, budget, failed, or start_fails (the start cannot "
+    stop: str | None = Field(default=None, description="converged, budget, undecided, failed, or start_fails (the start cannot "
                              "start and the study asks for no repair), once the search is over.")
     reason: str = ""
     rung: Rung | None = Field(default=None, description="What the next jobs run.")
@@ -268,7 +281,8 @@ def _ran(results: Sequence[TrialResult], index: int) -> set[str]:
             or any(s.pass_index == index for s in r.spans)}
 
 
-def _judge(step: Step, nbrs: Mapping[str, Neighbour], samples: Mapping[str, list[float]]) -> list[Judged]:
+def _judge(step: Step, nbrs: Mapping[str, Neighbour], samples: Mapping[str, list[float]],
+           margin: float = DEFAULT_MARGIN) -> list[Judged]:
     base = samples.get(step.incumbent, [])
     rows, tests = [], []
     for tid in step.race[1:]:
@@ -278,7 +292,7 @@ def _judge(step: Step, nbrs: Mapping[str, Neighbour], samples: Mapping[str, list
             rows.append(Judged(neighbour=n, runs=len(mine), why="no usable runs" if not mine else
                                f"{len(mine)} run(s) against the incumbent's {len(base)}: no test"))
             continue
-        d = relative_difference(mine, base, confidence=1 - step.alpha)
+        d = relative_difference(mine, base, method="log", confidence=1 - step.alpha)
         rows.append(Judged(neighbour=n, runs=len(mine), relative_pct=None if d.relative is None else d.relative * 100,
                            ci_low_pct=None if d.ci_low is None else d.ci_low * 100,
                            ci_high_pct=None if d.ci_high is None else d.ci_high * 100, why=""))
@@ -286,11 +300,26 @@ def _judge(step: Step, nbrs: Mapping[str, Neighbour], samples: Mapping[str, list
     adjusted = holm([d.p_value if d.p_value is not None else 1.0 for _, d in tests]) if tests else []
     for (i, d), p in zip(tests, adjusted):
         row = rows[i]
-        better = p < step.alpha and (d.relative or 0) > 0
-        rows[i] = row.model_copy(update={"p_holm": p, "better": better, "why": (
-            f"significantly better (Holm p = {p:.3g} < {step.alpha:.3g})" if better else
-            f"not significantly better (Holm p = {p:.3g} >= {step.alpha:.3g})" if (d.relative or 0) > 0 else
-            f"slower ({(d.relative or 0) * 100:+.1f} %)")})
+        dec = decide(d, p_adjusted=p, alpha=step.alpha, margin=margin, family=len(tests))
+        better = dec.decision == "better" and (d.relative or 0) >= margin
+        settled = dec.eq_high is not None and dec.eq_high < margin
+        m = f"{margin * 100:g} %"
+        if better:
+            why = f"significantly better by at least {m} (Holm p = {p:.3g} < {step.alpha:.3g})"
+        elif settled and dec.decision == "equivalent":
+            why = f"equivalent within \u00b1{m} (its {(1 - 2 * step.alpha) * 100:g} % interval inside the margin)"
+        elif settled and dec.decision == "worse":
+            why = f"slower ({(d.relative or 0) * 100:+.1f} %, Holm p = {p:.3g})"
+        elif settled:
+            why = f"not better by {m} or more (its {(1 - 2 * step.alpha) * 100:g} % interval ends at " \
+                  f"{(dec.eq_high or 0) * 100:+.1f} %)"
+        elif dec.decision == "better":
+            why = f"significantly better but by less than {m} (Holm p = {p:.3g}); whether by {m} is open"
+        else:
+            more = "" if dec.more_runs is None else f": {dec.more_runs} more run(s) each would decide it"
+            why = f"cannot tell yet whether it is better by {m} (Holm p = {p:.3g}){more}"
+        rows[i] = row.model_copy(update={"p_holm": p, "better": better, "decision": dec.decision, "settled": settled,
+                                         "more_runs": None if better or settled else dec.more_runs, "why": why})
     return rows
 
 
@@ -307,7 +336,7 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
          results: Sequence[TrialResult], *, primary: str, requests: Mapping[str, int], profiles: Sequence[str],
          budget_gpu_hours: float | None, trial_estimate_gpu_hours: Mapping[str, float],
          min_success_rate: float = 0.0, repairs: Sequence[Repair] = (), repair_start: bool = True,
-         recorded_steps: Sequence[Step] = ()) -> SearchPlan:
+         recorded_steps: Sequence[Step] = (), margin: float = DEFAULT_MARGIN) -> SearchPlan:
     """The search so far, replayed from `results`, and what to run next (see the module docstring).
 
     `trial_estimate_gpu_hours(kind)`: the cost of one trial's job in a step ("step") and in the
@@ -393,7 +422,7 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
             return _with_spend(p, results)
         samples = samples_of(results, rung, min_success_rate)
         step = step.model_copy(update={"incumbent_runs": len(samples.get(incumbent, [])),
-                                       "judged": _judge(step, nbrs, samples)})
+                                       "judged": _judge(step, nbrs, samples, margin)})
         raced |= set(race)
         if step.incumbent_runs < 2:
             step = step.model_copy(update={"outcome": "failed"})
@@ -402,16 +431,29 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
                                       f"{_why(results, incumbent)}")
             break
         winners = sorted((j for j in step.judged if j.better), key=lambda j: -(j.relative_pct or 0))
+        m = f"{margin * 100:g} %"
+        open_ = [j for j in step.judged if not j.better and not j.settled]
+        if not winners and open_:
+            # Neither a move nor a proof: said as such, with what more runs would buy, never "converged".
+            step = step.model_copy(update={"outcome": "undecided"})
+            steps.append(step)
+            known = [j.more_runs for j in open_ if j.more_runs is not None]
+            more = f"; {max(known)} more run(s) each would decide {'it' if len(open_) == 1 else 'them'} at the current " \
+                   f"noise" if known and len(known) == len(open_) else ""
+            stop, reason = "undecided", (f"step {index}: no raced neighbour of {incumbent} is significantly better by "
+                                         f"{m}, but {len(open_)} cannot yet be told from it{more}")
+            break
         if not winners and step.unraced:
             step = step.model_copy(update={"outcome": "converged"})
             steps.append(step)
-            stop, reason = "budget", (f"step {index}: no raced neighbour of {incumbent} is significantly better, and "
-                                      f"{len(step.unraced)} were not raced for want of budget")
+            stop, reason = "budget", (f"step {index}: no raced neighbour of {incumbent} is better by more than {m} "
+                                      f"(each proven), and {len(step.unraced)} were not raced for want of budget")
             break
         if not winners:
             step = step.model_copy(update={"outcome": "converged"})
             steps.append(step)
-            stop, reason = "converged", f"step {index}: no neighbour of {incumbent} is significantly better"
+            stop, reason = "converged", (f"step {index}: no neighbour of {incumbent} is better by more than {m} "
+                                         f"(each proven)")
             break
         best = winners[0].neighbour.trial
         pending_combination = combination(incumbent, [w.neighbour for w in winners], trials, coords)
@@ -423,7 +465,7 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
     p = p.model_copy(update={"steps": steps, "incumbent": incumbent, "stop": stop})
     # The final comparison: the start against the pick on every profile, unless they are one.
     if incumbent == start:
-        tail = "" if stop == "failed" else "; nothing beat the start"
+        tail = {"failed": "", "undecided": "; the start stays until more runs tell"}.get(stop or "", "; nothing beat the start")
         return _with_spend(p.model_copy(update={"done": True, "reason": reason + tail}), results)
     final = final_rung(max(s.index for s in steps) + 1, profiles, primary, requests)
     ran = _ran(results, final.index)
@@ -553,17 +595,22 @@ def path_lines(p: SearchPlan, labels: Mapping[str, str] | None = None) -> list[s
         pending = (f" -> under way: {len(s.so_far)} of {len(s.race)} trials measured" if s.so_far
                    else " -> not measured yet")
         out.append(head + {"moved": f" -> moved to {name(s.moved_to or '')}", "converged": " -> stays: converged",
-                           "failed": " -> failed", "pending": pending}[s.outcome])
+                           "failed": " -> failed", "pending": pending,
+                           "undecided": " -> stays: undecided (more runs would tell)"}[s.outcome])
         out += [f"    {name(j.neighbour.trial)}: {judged_text(j)}" for j in s.judged]
         out += [f"    {name(t)}: {len(v)} run(s) so far, mean {sum(v) / len(v):,.0f} total tok/s" for t, v in s.so_far.items()]
         if s.unraced:
             out.append(f"    not raced (budget): {', '.join(name(t) for t in s.unraced)}")
     if p.done:
-        ended = {"converged": "no neighbour is significantly better", "budget": "the budget ran out",
+        ended = {"converged": "no neighbour is better by more than the margin", "budget": "the budget ran out",
+                 "undecided": "a neighbour could not be told from the incumbent",
                  "failed": "a step measured nothing usable",
                  "start_fails": "your command does not start here"}.get(p.stop or "", p.stop or "")
         if p.stop == "start_fails" or (p.stop == "failed" and len(p.steps) == 1 and p.incumbent == p.start):
             verdict = "no answer: the start measured nothing"
+        elif p.stop == "undecided" and p.incumbent == p.start:
+            verdict = ("no answer yet: the start stays until more runs tell" if p.given_start is None else
+                       f"no answer yet: farm's repair of your command ({name(p.start)}) stays until more runs tell")
         elif p.incumbent == p.start:
             verdict = ("nothing beat the start: it is the answer" if p.given_start is None else
                        f"nothing beat farm's repair of your command ({name(p.start)}): it is the answer")

@@ -197,7 +197,7 @@ def plan_of(study: Study, grid: str, trials: list[Trial], start: str, results: l
                    primary=study.grid_primary_profile(grid), requests={p: study.profiles[p].requests for p in profiles},
                    profiles=profiles, budget_gpu_hours=study.budget_gpu_hours, trial_estimate_gpu_hours=estimate,
                    min_success_rate=study.min_success_rate, repairs=space.repairs,
-                   repair_start=study.repair_start, recorded_steps=recorded_steps)
+                   repair_start=study.repair_start, recorded_steps=recorded_steps, margin=study.equivalence_margin)
 
 
 def search_trials(study: Study, trials: list[Trial], results: list[TrialResult],

@@ -98,8 +98,40 @@ def test_a_lead_within_the_noise_does_not_move_the_search():
     results = [_result(by["mock-1"], [(1, STEP, v) for v in (100, 110, 90)]),
                _result(by["mock-2"], [(1, STEP, v) for v in (104, 114, 94)])]
     p = _plan("mock-1", trials, results)
-    assert p.done and p.incumbent == "mock-1" and p.stop == "converged" and not p.final
-    assert "nothing beat the start" in p.reason
+    # nor is it a proof that the neighbour is no better: a lead of 4 % within 10 % noise is said as
+    # undecided, never as converged
+    assert p.done and p.incumbent == "mock-1" and p.stop == "undecided" and not p.final
+    assert "cannot yet be told from it" in p.reason and "the start stays until more runs tell" in p.reason
+    (j,) = p.steps[0].judged
+    assert j.decision == "undecided" and not j.better and not j.settled
+    assert any("ended: a neighbour could not be told from the incumbent" in line and "no answer yet" in line
+               for line in ls.path_lines(p))
+
+
+def test_the_search_converges_only_on_neighbours_proven_no_better_by_the_margin():
+    """The same two configurations, quiet: the neighbour's interval lies inside ±3 %, so the search
+    says what the data proves (converged: no neighbour better by more than the margin)."""
+    trials = _grid({"x": [1, 2]})
+    by = {t.id: t for t in trials}
+    results = [_result(by["mock-1"], [(1, STEP, v) for v in (100.0, 100.3, 99.7, 100.1, 99.9)]),
+               _result(by["mock-2"], [(1, STEP, v) for v in (100.4, 100.7, 100.1, 100.5, 100.3)])]
+    p = _plan("mock-1", trials, results)
+    assert p.done and p.incumbent == "mock-1" and p.stop == "converged"
+    (j,) = p.steps[0].judged
+    assert j.settled and not j.better and j.decision == "equivalent" and "equivalent within \u00b13 %" in j.why
+    assert "better by more than 3 % (each proven)" in p.reason and "nothing beat the start" in p.reason
+
+
+def test_a_neighbour_better_by_less_than_the_margin_does_not_move_the_search():
+    """Significantly faster, by 1.5 %, with an interval that reaches past 3 %: not worth a move, and
+    not proven below the margin either."""
+    trials = _grid({"x": [1, 2]})
+    by = {t.id: t for t in trials}
+    results = [_result(by["mock-1"], [(1, STEP, v) for v in (100.0, 101.0, 99.0, 100.5, 99.5)]),
+               _result(by["mock-2"], [(1, STEP, v) for v in (101.5, 102.8, 100.2, 102.0, 101.0)])]
+    p = _plan("mock-1", trials, results)
+    (j,) = p.steps[0].judged
+    assert not j.better and p.incumbent == "mock-1"
 
 
 def test_two_improving_axes_race_their_combination_which_must_win_itself():
