@@ -1,4 +1,5 @@
-"""The guidellm client of one benchmark run: scenario spec (pure) and the child process that runs it."""
+"""The guidellm client of a trial's benchmark runs: each run's scenario spec (pure) and the client process
+that runs them, one after another (`ClientSession`)."""
 
 from __future__ import annotations
 

@@ -1,1 +1,2 @@
-"""Pure analysis: run records, statistics, selection, the pass plan, the reference results."""
+"""Pure analysis: results and run records, statistics, selection, the searches' planners (the pass plan,
+halving, the local search, capacity), the reference results."""

@@ -1,5 +1,7 @@
-"""The report's sections of a halving sweep (what each rung spent, why each trial stopped) and of
-the memory-fit predictor's error (farm/analysis/halving.py, farm/analysis/memory_fit.py).
+"""The report's sections of a search: a local search's answer (the start against farm's pick, the
+path the search took), a halving sweep's rungs (what each rung spent, why each trial stopped), and
+the memory-fit predictor's error (farm/analysis/local_search.py, farm/analysis/halving.py,
+farm/analysis/memory_fit.py).
 
 A report of one sweep shows its lines as the sweep printed them; a report of several (`farm
 report A B`) gives each sweep that has them its own subsection, named by its sweep id, since

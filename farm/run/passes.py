@@ -1,6 +1,6 @@
 """The driver's extra runs: the baseline on every node, and the later passes of `--repeats auto`.
 
-Effects layer (Ray, MLflow); every decision comes from the pure `farm.plan`, computed from what
+Effects layer (Ray, MLflow); every decision comes from the pure pass plan (farm/analysis/plan.py), computed from what
 MLflow holds, so a resumed sweep continues exactly where the stored results say it stands.
 
 MLflow: each trial stays one child run. A later pass runs the trial again on a fresh engine

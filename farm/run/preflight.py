@@ -1,6 +1,6 @@
 """Checks of a sweep's inputs that need the outside world, made before Ray starts or MLflow is written.
 
-The study itself is validated by `farm.spec` (pure). What remains is what the study and the
+The study itself is validated when it is read (farm/study/load.py, farm/study/spec.py: pure). What remains is what the study and the
 command line point at: the benchmark datasets (when the sweep runs here), the tracking store,
 the Ray cluster, and the sweep to resume. Each failure is one `UserError` line naming the
 file or option, the key and the reason; nothing is started and nothing is written.

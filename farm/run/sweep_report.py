@@ -98,7 +98,8 @@ def fit_accelerator(study: Study, results: list[TrialResult]) -> str | None:
 
 def _search_notes(report: Report, study: Study, grid: str | None, results: list[TrialResult],
                   estimate: dict[str, float] | None = None) -> None:
-    """The halving sweep's rungs and stops, and the memory-fit predictor's error, into the report."""
+    """The local search's answer, the halving sweep's rungs and stops, and the memory-fit predictor's
+    error, into the report."""
     from farm.report.models import HalvingNote, MemoryFitNote
     from farm.run.memory import kv_checks, unfit_trials
 

@@ -18,7 +18,8 @@ A knob an engine cannot express raises `KnobError` at expansion time, naming the
 a study may instead let that engine skip the value (`skip_unsupported`).
 A knob whose value is `null` is not set: the engine keeps its own default.
 
-Pure: no engine is imported here, so `farm.spec` can validate knobs without importing adapters.
+Pure: no engine is imported here, so the study's schema (farm/study/sections.py, grid_spec.py,
+spec.py) can validate knobs without importing adapters.
 """
 
 from __future__ import annotations
