@@ -465,6 +465,34 @@ def gpu_hours(value: Any, *, option: str = "--budget") -> float:
     return number
 
 
+PRICE_MAX = 10_000.0  # dollars per GPU-hour: far above any GPU's; a typo past it (2.5e6) is refused
+ACCELERATOR_FORM = r"[A-Za-z0-9][A-Za-z0-9._-]*"  # a GPU model as Ray names it (H100, RTX-PRO-6000)
+
+
+def price_problem(accelerator: str, value: Any) -> str | None:
+    """Why `accelerator: value` is no price per GPU-hour (the study's `prices` and `--price` alike), or None."""
+    if not re.fullmatch(ACCELERATOR_FORM, accelerator):
+        return f"expected an accelerator type as Ray names it (H100, H200, A100), got {accelerator[:40]!r}"
+    try:
+        number = math.nan if isinstance(value, bool) else float(str(value).strip())
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number <= 0 or number > PRICE_MAX:
+        return f"expected dollars per GPU-hour above 0 and at most {PRICE_MAX:,.0f}, got {str(value)[:40]!r}"
+    return None
+
+
+def price(value: str, *, option: str = "--price") -> tuple[str, float]:
+    """`H100=2.5` -> ("H100", 2.5): dollars per GPU-hour of one accelerator type; one line naming the option if not."""
+    accelerator, sep, number = str(value).strip().partition("=")
+    if not sep or not accelerator.strip():
+        raise UserError(f"expected ACCELERATOR=DOLLARS_PER_GPU_HOUR (e.g. H100=2.5), got {str(value)[:40]!r}", key=option)
+    problem = price_problem(accelerator.strip(), number)
+    if problem:
+        raise UserError(problem, key=option)
+    return accelerator.strip(), float(number)
+
+
 def repeats(value: Any, *, option: str = "--repeats") -> int | str:
     if str(value).strip().lower() == "auto":
         return "auto"

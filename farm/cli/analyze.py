@@ -22,7 +22,9 @@ from farm.cli import options as opt
               help="Trial id, trial name or run id to compare against (default: the engine-default trial).")
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
 @click.option("--plots", "plots", type=opt.DIRECTORY, default=None, metavar="DIR", help="Also write PNG plots into DIR.")
-def analyze(results_path: str, config: str | None, strategy: str, baseline: str | None, fmt: str, plots: str | None) -> None:
+@opt.price_option
+def analyze(results_path: str, config: str | None, strategy: str, baseline: str | None, fmt: str, plots: str | None,
+            prices: tuple = ()) -> None:
     """Recommend a serve command from recorded benchmark results and report why."""
     # Imported when the command runs, so that `farm --help` and the other commands skip mlflow, ray, scipy.
     from farm.report import render, report_for, write_plots
@@ -30,7 +32,7 @@ def analyze(results_path: str, config: str | None, strategy: str, baseline: str 
     from farm.study.load import load_study
 
     # A UserError from here on is one line and exit 2 (the `farm` group, or OneLineErrors standalone).
-    study = load_study(config)
+    study = opt.with_prices(load_study(config), prices)
     results = ResultsFileStore(results_path).records(study=study)
     study = _recorded_accelerator(study, results)
     # Without --config, a sweep's own file knows its primary profile better than the default study.

@@ -84,8 +84,9 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print only a JSON summary on stdout (sweep id, status, the "
               "recommended trial and command, numbers per profile, failures, counts); progress goes to stderr. "
               "With --dry-run, the trials as JSON.")
+@opt.price_option
 def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, run_budget, strategy, start,
-          budget, baseline, compile_cache, accelerator, workdir, no_wait, only, quiet, as_json) -> None:
+          budget, baseline, compile_cache, accelerator, workdir, no_wait, only, quiet, as_json, prices=()) -> None:
     """Expand a grid into trials and benchmark each on its own engine server.
 
     \b
@@ -99,7 +100,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     from farm.study.load import load_study
     from farm.run.sweep_view import print_dry_run
 
-    study = load_study(config)
+    study = opt.with_prices(load_study(config), prices)  # stored with the sweep: its report prices at them
     if accelerator is not None:  # this sweep's GPU model, over the study's and every engine's
         from farm.analysis.accelerator import with_accelerator
 
@@ -203,7 +204,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
                                  resume=resume, repeats=repeats, run_budget=run_budget,
                                  workdir=workdir if given_workdir else None,
                                  wait=not no_wait, strategy=strategy, budget=budget, accelerator=accelerator,
-                                 key=address_key))
+                                 prices=prices, key=address_key))
     if address:
         enable_client_token(address_key)  # an explicit address: Ray sends the cluster's token only in token mode
     if is_client_address(address):

@@ -60,6 +60,22 @@ DIRECTORY = Checked("directory", inputs.output_directory)
 # --workdir: a path on the nodes (checked here only where the sweep runs on this machine)
 NODE_DIRECTORY = Checked("directory", inputs.directory_option)
 HOST = Checked("host", inputs.host_option)
+# --price H100=2.5: dollars per GPU-hour of one accelerator type (repeatable; over the study's `prices`)
+PRICE = Checked("price", inputs.price)
+
+
+def price_option(f):
+    return click.option("--price", "prices", type=PRICE, multiple=True, metavar="ACCELERATOR=USD",
+                        help="Dollars per GPU-hour of an accelerator type as Ray names it (H100=2.5; repeatable): "
+                             "the report prices each trial's million tokens and the sweep's GPU-hours at it; over "
+                             "the study's `prices`. No lookups: without a price, costs are not computed.")(f)
+
+
+def with_prices(study, prices: tuple[tuple[str, float], ...]):
+    """The study with `--price` over its own `prices` (which the sweep stores and its report reads)."""
+    if not prices:
+        return study
+    return study.model_copy(update={"prices": {**(study.prices or {}), **dict(prices)}})
 
 
 def _accelerator(value: str, *, option: str) -> str:

@@ -19,8 +19,9 @@ from farm.inputs import tracking_source
 @click.option("--out", "out", type=opt.DIRECTORY, default=None, metavar="DIR", help="Also write report.md, results.json and plots into DIR.")
 @click.option("--baseline", type=opt.NAME, default=None, metavar="TRIAL",
               help="Trial id or name to compare against (default: the sweep's study's baseline, else the engine-default trial).")
+@opt.price_option
 def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, fmt: str, out: str | None,
-           baseline: str | None) -> None:
+           baseline: str | None, prices: tuple = ()) -> None:
     """Selection and report of a stored sweep; no engine runs.
 
     Several sweeps of one study (one grid per engine, say) are reported as one: the first one's
@@ -64,6 +65,7 @@ def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, 
         searches.append(search)
         parts.append(records_from_trials(results, search.study, grid=info.grid, sweep_id=sweep_id))
     records = merge_results(parts)
+    study = opt.with_prices(study, prices)
 
     def sections(rep) -> None:  # each sweep's Halving and Memory fit sections, in the order named
         rep.halving = [s.halving for s in searches if s.halving is not None]

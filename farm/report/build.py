@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from farm.analysis.cost import costs
 from farm.analysis.gpu_time import gpu_time
 from farm.analysis.records import Results
 from farm.analysis.reference import compare_with_reference
@@ -32,13 +33,16 @@ from farm.study.spec import Study
 
 
 
-def build_report(results: Results, settings: SelectionSettings, strategy: str = "best") -> Report:
+def build_report(results: Results, settings: SelectionSettings, strategy: str = "best",
+                 prices: dict[str, float] | None = None) -> Report:
     selection = select(results, settings, strategy, metric=results.deciding_metric)
     rate = rate_analysis(results, settings, selection)
     warnings = check_warnings(results, selection, rate)
     models = ", ".join(dict.fromkeys(r.model for r in results.records))
+    spent = gpu_time(results)
     return Report(title=f"Throughput optimization of {models}", selection=selection, warnings=warnings,
-                  rate_analysis=rate, results=results, gpu_time=gpu_time(results),
+                  rate_analysis=rate, results=results, gpu_time=spent,
+                  costs=costs(results, selection, prices, gpu_time=spent, confidence=1 - settings.alpha),
                   slo={p: slo_text(spec) for p, spec in settings.slo.items()},
                   success_floors={p: spec.min_success_rate for p, spec in settings.slo.items()
                                   if spec.min_success_rate is not None},
@@ -62,7 +66,7 @@ def report_for(results: Results, study: "Study", *, strategy: str = "best", base
                grid: str | None = None, prefer_results_profile: bool = False) -> Report:
     """The one entry point of `farm analyze`, `farm report` and the end of `farm sweep`."""
     settings = settings_for(results, study, baseline=baseline, grid=grid, prefer_results_profile=prefer_results_profile)
-    report = build_report(results, settings, strategy)
+    report = build_report(results, settings, strategy, prices=study.prices)
     ref = study.reference
     if ref is not None:
         if Path(ref.results).is_file():

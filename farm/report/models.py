@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from farm.analysis.cost import Costs
 from farm.analysis.gpu_time import GpuTime
 from farm.analysis.halving import RungPlan
 from farm.analysis.local_search import ProfileDelta, SearchPlan
@@ -120,6 +121,8 @@ class Report(_Strict):
                                              "requires, where it sets its own (else the study's applies).")
     reference: ReferenceComparison | None = Field(default=None, description="farm's numbers beside the study's reference.")
     gpu_time: GpuTime | None = Field(default=None, description="Where the trials' GPU time went, by phase (none: not recorded).")
+    costs: Costs | None = Field(default=None, description="Each trial's dollars and joules per million tokens, and "
+                                "the sweep's GPU-hours priced (dollars only where a price was given).")
     halving: list[HalvingNote] = Field(default_factory=list,
                                        description="Each halving sweep's: what each rung spent, why each trial stopped.")
     memory_fit: list[MemoryFitNote] = Field(default_factory=list,

@@ -20,6 +20,7 @@ from farm.errors import UserError
 from farm.report.capacity_text import capacity_line, capacity_section, ranking_of
 from farm.report.checks import _fmt_pct, _more, decision_text, decision_word, gains_over_recommended, interval_text
 from farm.report.cost import gpu_time_section
+from farm.report.energy_cost import conclusion_lines, energy_cost_section
 from farm.report.search import search_json, search_sections
 from farm.report.doc import Doc as _Doc
 from farm.report.engines import engine_matchups_section
@@ -60,6 +61,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "definitions": [{"name": n, "keys": k, "meaning": m, "source": src} for n, k, m, src in definitions_table()],
         "rate_analysis": report.rate_analysis.model_dump() if report.rate_analysis else None,
         "gpu_time": report.gpu_time.model_dump() if report.gpu_time else None,
+        "costs": report.costs.model_dump() if report.costs else None,
         # issue 7: the evidence behind the recommendation
         "alpha": sel.alpha,
         "sequential": sel.sequential,
@@ -146,6 +148,8 @@ def _conclusion(doc: _Doc, report: Report) -> None:
                   for u in sel.unmeasured]
         if notes:
             doc.items(notes)
+    for line in conclusion_lines(report, doc.tick):
+        doc.p(line)
     _verdict_paragraph(doc, report)
     rate = report.rate_analysis
     if rate and rate.recommendation_changes:
@@ -682,7 +686,7 @@ def render(report: Report, fmt: str = "text") -> str:
     doc = _Doc(markdown=fmt == "markdown")
     doc.title(report.title)
     sections: list[Callable[[_Doc, Report], None]] = [_conclusion, _definitions, capacity_section, _checks, _cross, _evidence, _rates,
-                                                      _conditions, _provenance, gpu_time_section, search_sections, _reference,
+                                                      _conditions, _provenance, gpu_time_section, energy_cost_section, search_sections, _reference,
                                                       _engines, engine_matchups_section, _limits, _steps, _trials,
                                                       _nodes]
     for section in sections + ([_runs] if doc.md else []):

@@ -227,6 +227,7 @@ class SweepArgs:
     strategy: str | None = None
     budget: float | None = None
     accelerator: str | None = None
+    prices: tuple[tuple[str, float], ...] = ()  # --price, each given again
 
     def entrypoint(self) -> str:
         argv = ["python", "-m", "farm.cli", "sweep", "--config", self.config, "--grid", self.grid,
@@ -237,6 +238,8 @@ class SweepArgs:
                             ("--accelerator", self.accelerator)):
             if value is not None:
                 argv += [flag, str(value)]
+        for accelerator, price in self.prices:
+            argv += ["--price", f"{accelerator}={price!r}"]
         return shlex.join(argv)
 
 
@@ -448,7 +451,8 @@ def _shipped(path: Path) -> bool:
 def submit_from_cli(config: str | None, address: str, *, grid: str, tracking_uri: str | None,
                     experiment: str | None, resume: str | None, repeats: int | str | None,
                     run_budget: int | None, workdir: str | None, wait: bool, strategy: str | None = None,
-                    budget: float | None = None, accelerator: str | None = None, key: str = KEY) -> int:
+                    budget: float | None = None, accelerator: str | None = None,
+                    prices: tuple[tuple[str, float], ...] = (), key: str = KEY) -> int:
     """`farm sweep --address http://...`: the study and the options go to the head.
 
     A study inside the project travels as the project's own file (its includes and `./` paths
@@ -460,6 +464,6 @@ def submit_from_cli(config: str | None, address: str, *, grid: str, tracking_uri
     args = SweepArgs(grid=grid, tracking_uri=uri, config=str(source.relative_to(PROJECT)) if inside else JOB_STUDY,
                      experiment=experiment, resume=resume, repeats=repeats, run_budget=run_budget,
                      strategy=strategy, budget=budget, accelerator=accelerator,
-                     workdir=workdir)
+                     workdir=workdir, prices=tuple(prices))
     return submit_sweep(address, None if inside else data, args, study_name=str(data.get("name", "")), wait=wait,
                         key=key)

@@ -18,6 +18,7 @@ from typing import Any, Literal, Union
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from farm.errors import SpecError
+from farm.inputs import price_problem
 
 from farm.study.grid_spec import GridBlock, GridSpec
 from farm.study.knobs import KNOBS, KnobError, parse_knob
@@ -120,6 +121,10 @@ class Study(_Strict):
     )
     reference: ReferenceSpec | None = Field(
         default=None, description="Results of another study to set beside farm's in the report (by trial name).")
+    prices: dict[str, float] | None = Field(
+        default=None, description="Dollars per GPU-hour per accelerator type as Ray names it ({H100: 2.5, H200: 3.5}): "
+        "each trial's dollars per million tokens and the sweep's own GPU-hours are priced at them (farm looks "
+        "nothing up); `--price H100=2.5` overrides one; none = costs not computed.")
     _source: str | None = PrivateAttr(default=None)
 
     _accel = field_validator("accelerator_type")(lambda cls, v: _check_accelerator(v))
@@ -130,6 +135,16 @@ class Study(_Strict):
             if engine.accelerator_type is None:
                 engine.accelerator_type = self.accelerator_type
         return self
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _prices(cls, prices: Any) -> Any:
+        if isinstance(prices, dict):
+            for key, value in prices.items():
+                problem = price_problem(str(key), value)
+                if problem:
+                    raise _RefError(f"prices.{key}", problem)
+        return prices
 
     @model_validator(mode="after")
     def _budget_needs_halving(self) -> "Study":
