@@ -32,10 +32,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from farm.analysis.results import HeldSpan, TrialResult
 from farm.analysis.stats import relative_difference
+from farm.strict import Strict
 from farm.study.repeats import FAMILY_ALPHA
 from farm.study.spec import Study
 from farm.study.trial import Trial
@@ -49,11 +50,7 @@ PRUNED_MARK = "pruned: does not fit: "  # a does_not_fit stop's reason starts so
 RUNG_MARK = ".rung"     # a rung's profile name: `<profile>.rung<N>` (MLflow metric names allow no `~`) (the last rung uses the profiles' own names)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Rung(_Strict):
+class Rung(Strict):
     """One rung of a halving sweep."""
 
     index: int = Field(description="1 = the first, shortest rung.")
@@ -65,7 +62,7 @@ class Rung(_Strict):
     last: bool = False
 
 
-class Stop(_Strict):
+class Stop(Strict):
     """Why a trial left the race, and where."""
 
     trial: str
@@ -74,7 +71,7 @@ class Stop(_Strict):
     reason: str
 
 
-class RungPlan(_Strict):
+class RungPlan(Strict):
     """What to run next, or why the sweep is done."""
 
     done: bool
@@ -88,7 +85,7 @@ class RungPlan(_Strict):
     spent_by_rung: dict[int, float] = Field(default_factory=dict, description="GPU-hours each rung spent so far.")
 
 
-class Observed(_Strict):
+class Observed(Strict):
     """What the records say of one trial, rung by rung."""
 
     samples: dict[int, list[float]] = Field(default_factory=dict, description="Rung -> primary-profile total tok/s.")
@@ -103,7 +100,7 @@ class Observed(_Strict):
         return self.wall_s.get(rung, 0.0) * max(self.gpus, 1) / 3600
 
 
-class Priors(_Strict):
+class Priors(Strict):
     """Durations assumed before anything was measured (the grid estimate's: farm/study/grid.py)."""
 
     start_s: float = Field(description="Seconds from launch to ready, plus farm's own per trial.")

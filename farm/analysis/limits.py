@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from farm.engines import get_engine
+from farm.strict import Strict
 
 # The limits, in the engine-neutral names of farm's knobs and of Engine.reported_capacity.
 LIMITS: dict[str, str] = {
@@ -37,11 +38,7 @@ CHECKED_KNOBS: dict[str, str] = {
 CLEAR_RATIO = 1.5
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class KnobOverride(_Strict):
+class KnobOverride(Strict):
     """A knob that asked for a value the engine did not run with (its log says another)."""
 
     knob: str = Field(description="The knob (engine-neutral name) or flag that asked.")
@@ -49,7 +46,7 @@ class KnobOverride(_Strict):
     got: int | float | bool = Field(description="What the engine's log says it ran with.")
 
 
-class EffectiveLimits(_Strict):
+class EffectiveLimits(Strict):
     """The limits one trial's engine ran under, as its log states them (None: the log does not say)."""
 
     max_running_requests: int | None = Field(default=None, description="Requests the engine runs at once.")

@@ -41,12 +41,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from farm.analysis.halving import FINAL_REPEATS, MIN_REQUESTS, RUNG_MARK, Rung
 from farm.analysis.results import Status, TrialResult
 from farm.analysis.stats import relative_difference
 from farm.analysis.stats.verdict import DEFAULT_MARGIN, decide, holm
+from farm.strict import Strict
 from farm.study.repeats import FAMILY_ALPHA
 from farm.study.trial import Trial
 
@@ -54,10 +55,6 @@ STEP_REPEATS = 5     # runs of each raced trial per step: short runs are cheap b
 STEP_SHRINK = 3      # a step's runs are the primary profile at 1 / STEP_SHRINK of its requests
 ENGINE_AXIS = "engine"
 MODEL_AXIS = "model"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 # --------------------------------------------------------------------------------------
@@ -104,14 +101,14 @@ def _ordered_values(axis: str, coords: Mapping[str, Mapping[str, Any]]) -> list[
     return ([None] if None in values else []) + sorted(numbers)
 
 
-class Neighbour(_Strict):
+class Neighbour(Strict):
     trial: str
     axis: str = Field(description="The coordinate it changes (`knob:<name>`, `--<flag>`, model, engine).")
     value: Any = Field(description="Its value there.")
     was: Any = Field(default=None, description="The incumbent's value there.")
 
 
-class Repair(_Strict):
+class Repair(Strict):
     """A trial that cannot start here, and the nearest configuration that does: the same
     coordinates with its requests at once capped at the limit the engine named (after a failed
     start) or the memory-fit model predicts (before any GPU time). The search races the repaired
@@ -202,7 +199,7 @@ def final_rung(index: int, profiles: Sequence[str], primary: str, requests: Mapp
                 repeats=FINAL_REPEATS, alpha=FAMILY_ALPHA, primary=primary, last=True)
 
 
-class Judged(_Strict):
+class Judged(Strict):
     """One neighbour against the incumbent in one step."""
 
     neighbour: Neighbour
@@ -221,7 +218,7 @@ class Judged(_Strict):
     why: str
 
 
-class Step(_Strict):
+class Step(Strict):
     """One step of the search: who raced, what each neighbour showed, where the search went."""
 
     index: int
@@ -240,7 +237,7 @@ class Step(_Strict):
     moved_to: str | None = None
 
 
-class SearchPlan(_Strict):
+class SearchPlan(Strict):
     """What to run next, or why the search is done; the path so far."""
 
     start: str
@@ -503,7 +500,7 @@ def _with_spend(p: SearchPlan, results: Sequence[TrialResult]) -> SearchPlan:
 # the answer: the user's command against farm's pick
 
 
-class ProfileDelta(_Strict):
+class ProfileDelta(Strict):
     profile: str
     start_runs: int
     pick_runs: int

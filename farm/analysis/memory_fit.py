@@ -33,9 +33,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from farm.engines.memory import MemoryReserve, MemorySettings  # noqa: F401  (re-exported)
+from farm.strict import Strict
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -50,11 +51,7 @@ DTYPE_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "auto": 2, "fp
                "float32": 4, "fp32": 4}
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ModelShape(_Strict):
+class ModelShape(Strict):
     """The numbers of a model's config.json that decide its memory (the language model only)."""
 
     hidden_size: int
@@ -172,7 +169,7 @@ def _shape(config: Mapping[str, Any], t: dict) -> ModelShape:
         max_position_embeddings=int(t.get("max_position_embeddings") or 0))
 
 
-class ParameterCounts(_Strict):
+class ParameterCounts(Strict):
     embeddings: int = Field(description="Input embeddings and the LM head (bf16 even under FP8).")
     dense: int = Field(description="Attention, linear attention, shared experts, routers: quantized by FP8, split by TP.")
     experts: int = Field(description="Routed experts: quantized by FP8, split by TP or spread by EP.")
@@ -202,7 +199,7 @@ def parameter_counts(s: ModelShape, *, with_mtp: bool = False) -> ParameterCount
     return ParameterCounts(embeddings=embeddings, dense=dense, experts=layers * experts_per_layer)
 
 
-class FitPrediction(_Strict):
+class FitPrediction(Strict):
     fits: bool
     kv_cache_tokens: int = Field(description="Predicted KV-cache tokens, summed over data-parallel replicas (as logs say).")
     weights_gib: float = Field(description="Weights per GPU.")
@@ -376,7 +373,7 @@ def prediction_error(predicted: int | None, reported: int | None) -> float | Non
     return predicted / reported - 1
 
 
-class KvCheck(_Strict):
+class KvCheck(Strict):
     """One trial's predicted KV-cache tokens beside what its engine reported."""
 
     trial: str

@@ -17,14 +17,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from farm.strict import Strict
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class MemorySettings(_Strict):
+class MemorySettings(Strict):
     """What of a trial's flags decides its memory, in engine-neutral terms (the engine reads its flags)."""
 
     weights_dtype: str = Field(default="bf16", description="bf16, or fp8 (a quantized checkpoint or online FP8).")
@@ -48,7 +46,7 @@ class MemorySettings(_Strict):
                                    "(vLLM: each running request then needs a state block of its own).")
 
 
-class MemoryReserve(_Strict):
+class MemoryReserve(Strict):
     """An engine's memory habits, measured (farm/engines/*: each says where its numbers come from)."""
 
     default_gpu_memory_utilization: float

@@ -8,10 +8,11 @@ from pydantic import Field, field_validator, model_validator
 
 from farm.study.knobs import KnobError, parse_knob
 
-from farm.study.sections import EngineSpec, FlagValue, SkipUnsupported, _check_skip, _normalize_flags, _Strict
+from farm.strict import Strict
+from farm.study.sections import EngineSpec, FlagValue, SkipUnsupported, _check_skip, _normalize_flags
 
 
-class GridBlock(_Strict):
+class GridBlock(Strict):
     engine: str
     models: list[str] = Field(min_length=1, description="Keys of the study's `models`.")
     flags: dict[str, FlagValue] = Field(default_factory=dict, description="Flags fixed for every trial of this block.")
@@ -103,7 +104,7 @@ def _knob(name: str, value: Any) -> Any:
         raise ValueError(str(exc)) from None
 
 
-class GridSpec(_Strict):
+class GridSpec(Strict):
     description: str = ""
     profiles: list[str] | None = Field(default=None, description="Profiles every trial runs; default all of the study's.")
     primary_profile: str | None = None

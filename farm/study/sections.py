@@ -12,14 +12,12 @@ import re
 from pathlib import Path
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from farm.strict import Strict
 from farm.study.knobs import parse_knob
 
 FlagValue = Union[bool, int, float, str, dict, list, None]
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 def normalize_flag_name(name: str) -> str:
@@ -58,7 +56,7 @@ def _normalize_flags(flags: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class ModelSpec(_Strict):
+class ModelSpec(Strict):
     name: str = Field(description="Model id or local path passed to the engine.")
     tokenizer: str | None = Field(
         default=None,
@@ -113,7 +111,7 @@ def check_accelerator(value: str) -> str:
     return _check_accelerator(value) or value
 
 
-class EngineSpec(_Strict):
+class EngineSpec(Strict):
     launcher: list[str] | None = Field(
         default=None,
         description="Command that starts the engine server before its arguments "
@@ -184,7 +182,7 @@ class EngineSpec(_Strict):
         return self
 
 
-class DataSpec(_Strict):
+class DataSpec(Strict):
     kind: Literal["synthetic", "sharegpt"]
     prompt_tokens: int | None = Field(default=None, gt=0, description="Mean prompt length of synthetic data (tokens).")
     output_tokens: int | None = Field(default=None, gt=0, description="Mean output length of synthetic data (tokens).")
@@ -232,7 +230,7 @@ class DataSpec(_Strict):
         return Path(os.path.expandvars(os.path.expanduser(self.path))) if self.path else None
 
 
-class SLOSpec(_Strict):
+class SLOSpec(Strict):
     """Service-level objectives of one profile: a trial that breaks one is not eligible there.
 
     Latency limits are judged on the mean over a trial's repeats (an estimate that does not get
@@ -281,7 +279,7 @@ class SLOSpec(_Strict):
         return self
 
 
-class CapacitySpec(_Strict):
+class CapacitySpec(Strict):
     """The load search of a `kind: capacity` profile: the most load whose runs meet the profile's SLO.
 
     A coarse ladder first (each load once, upward, until one breaks the SLO or throughput stops
@@ -318,7 +316,7 @@ class CapacitySpec(_Strict):
         return self
 
 
-class ProfileSpec(_Strict):
+class ProfileSpec(Strict):
     data: DataSpec
     requests: int = Field(gt=0, description="Total requests of one benchmark run.")
     rate: float | None = Field(default=None, gt=0, description="Constant request rate (req/s); none = as fast as concurrency allows.")

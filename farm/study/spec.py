@@ -20,11 +20,12 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 from farm.errors import SpecError
 from farm.inputs import price_problem
 
+from farm.strict import Strict
 from farm.study.grid_spec import GridBlock, GridSpec
 from farm.study.knobs import KNOBS, KnobError, parse_knob
 from farm.study.trial import model_identity
 from farm.study.sections import (CapacitySpec, DataSpec, EngineSpec, FlagValue, ModelSpec, ProfileSpec, SkipUnsupported, SLOSpec,
-                                 _check_accelerator, _Strict, flag_identity, normalize_flag_name)
+                                 _check_accelerator, flag_identity, normalize_flag_name)
 
 ENGINES_CONTEXT = "engines"  # validation context: the names of the registered engines
 
@@ -32,7 +33,7 @@ __all__ = ["CapacitySpec", "DataSpec", "EngineSpec", "FlagValue", "GridBlock", "
            "SkipUnsupported", "SLOSpec", "Study", "check_grid_name", "normalize_flag_name"]
 
 
-class ReferenceSpec(_Strict):
+class ReferenceSpec(Strict):
     """Another study's results to set farm's numbers beside (the seed document's), by trial name."""
 
     results: str = Field(description="Results file in the seed-results.json format; relative to the study file.")
@@ -42,7 +43,7 @@ class ReferenceSpec(_Strict):
     note: str | None = Field(default=None, description="What differs between the two (versions, weights, data).")
 
 
-class Study(_Strict):
+class Study(Strict):
     name: str
     experiment: str | None = Field(default=None, description="MLflow experiment; default the study name.")
     description: str = ""

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from farm.analysis.capacity import Stop
+from farm.strict import Strict
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class CapacityPoint(_Strict):
+class CapacityPoint(Strict):
     """One run of a trial's search: a point of its latency and throughput curves."""
 
     load: float
@@ -28,7 +25,7 @@ class CapacityPoint(_Strict):
     misses: list[str] = Field(default_factory=list, description="The limits this run broke, with by how much.")
 
 
-class CapacityRow(_Strict):
+class CapacityRow(Strict):
     """One trial's capacity on one capacity profile."""
 
     trial: str
@@ -49,7 +46,7 @@ class CapacityRow(_Strict):
     misses_at_lowest: list[str] = Field(default_factory=list)
 
 
-class CapacityRanking(_Strict):
+class CapacityRanking(Strict):
     """Every trial's capacity on one profile, ranked, and what selection makes of it."""
 
     profile: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 
 from farm.analysis import stats as fstats
 from farm.analysis.limits import EffectiveLimits
@@ -13,6 +13,7 @@ from farm.analysis.records import Results
 from farm.analysis.selection.capacity_models import CapacityRanking
 from farm.engines import parse_cli_flags
 from farm.errors import UserError
+from farm.strict import Strict
 from farm.study.grid import expand
 from farm.study.repeats import FAMILY_ALPHA, alpha_for, auto_design, is_auto
 from farm.study.spec import EngineSpec, SLOSpec, Study
@@ -32,10 +33,6 @@ METRIC_LABELS = {
 }
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
 # Metrics summarized per trial and profile (mean and confidence interval over the repeats).
 STAT_METRICS = ("total_tps", "output_tps", "ttft_mean_ms", "tpot_mean_ms")
 STAT_LABELS = {"total_tps": "total tok/s", "output_tps": "output tok/s", "ttft_mean_ms": "mean TTFT (ms)",
@@ -49,7 +46,7 @@ SINGLE_RUN_NOISE = 0.05
 # settings
 
 
-class StepDef(_Strict):
+class StepDef(Strict):
     """One named step of an ordered grid: the configuration it measures and the step it builds on."""
 
     name: str = Field(description="Step name (the grid block's `name`).")
@@ -59,7 +56,7 @@ class StepDef(_Strict):
     after: str | None = Field(default=None, description="Step it builds on; none for the engine-default steps.")
 
 
-class SelectionSettings(_Strict):
+class SelectionSettings(Strict):
     """What selection needs from a study, so that selection itself needs no study file."""
 
     primary_profile: str = Field(description="Profile whose throughput is the objective.")
@@ -163,7 +160,7 @@ def settings_for(results: Results, study: "Study", *, baseline: str | None = Non
 # output models (the JSON object of `farm analyze --format json`)
 
 
-class ChosenTrial(_Strict):
+class ChosenTrial(Strict):
     """A trial picked by selection (the recommendation or the baseline) and how to serve it."""
 
     command: str = Field(description="What a user pastes to serve this configuration.")
@@ -175,7 +172,7 @@ class ChosenTrial(_Strict):
     total_tps: float | None = Field(default=None, description="Its value of the selection metric on the primary profile.")
 
 
-class MetricStats(_Strict):
+class MetricStats(Strict):
     """Mean and confidence interval of one metric over a trial's successful runs on one profile."""
 
     n: int = Field(description="Runs with this metric.")
@@ -186,7 +183,7 @@ class MetricStats(_Strict):
     confidence: float = Field(description="Confidence level of the interval.")
 
 
-class TrialRow(_Strict):
+class TrialRow(Strict):
     """One trial on one profile: its numbers (mean over its runs) and whether it may be chosen."""
 
     id: str = Field(description="Trial id.")
@@ -213,7 +210,7 @@ class TrialRow(_Strict):
     slo_broken: list[str] = Field(default_factory=list, description="The SLOs of its profile it breaks.")
 
 
-class DiffStat(_Strict):
+class DiffStat(Strict):
     """Two trials (a against b) on the ratio scale: the relative difference, its interval, its test
     and its decision (better, worse, equivalent within the margin, undecided)."""
 
@@ -252,7 +249,7 @@ class DiffStat(_Strict):
     _diff: fstats.Diff | None = PrivateAttr(default=None)
 
 
-class ComparisonRow(_Strict):
+class ComparisonRow(Strict):
     """Baseline vs recommendation on one profile where both were measured."""
 
     profile: str
@@ -267,7 +264,7 @@ class ComparisonRow(_Strict):
     )
 
 
-class Unmeasured(_Strict):
+class Unmeasured(Strict):
     """A profile where the baseline or the recommendation has no number: said, never filled in."""
 
     profile: str
@@ -276,7 +273,7 @@ class Unmeasured(_Strict):
     reason: str
 
 
-class EngineRow(_Strict):
+class EngineRow(Strict):
     """One engine on defaults (required flags only) on the engine-comparison profile."""
 
     engine: str
@@ -288,7 +285,7 @@ class EngineRow(_Strict):
     limits: EffectiveLimits | None = Field(default=None, description="The limits it ran under, from its log.")
 
 
-class EngineLead(_Strict):
+class EngineLead(Strict):
     """How far the fastest engine on defaults is ahead of the next one."""
 
     profile: str
@@ -303,7 +300,7 @@ class EngineLead(_Strict):
         "verdict may then say more about a default than about the engines."))
 
 
-class EngineMatchup(_Strict):
+class EngineMatchup(Strict):
     """The fastest engine against the next on one profile, both at defaults or both at their best."""
 
     profile: str
@@ -321,7 +318,7 @@ class EngineMatchup(_Strict):
 Verdict = Literal["kept", "rejected", "not_eligible", "not_measured", "skipped"]
 
 
-class StepRow(_Strict):
+class StepRow(Strict):
     """One step of the stepwise replay with its verdict."""
 
     step: str
@@ -343,7 +340,7 @@ class StepRow(_Strict):
     delta: DiffStat | None = Field(default=None, description="This step against the step it builds on.")
 
 
-class ProfileVerdict(_Strict):
+class ProfileVerdict(Strict):
     """The decision on one profile: the leader against the runner-up and the baseline."""
 
     profile: str
@@ -366,7 +363,7 @@ class ProfileVerdict(_Strict):
     reason: str
 
 
-class CrossProfileCost(_Strict):
+class CrossProfileCost(Strict):
     """What the one command for all workloads gives up on one profile against that profile's own winner."""
 
     profile: str
@@ -377,7 +374,7 @@ class CrossProfileCost(_Strict):
     cost: DiffStat = Field(description="The one command against this profile's winner (<= 0 is a cost).")
 
 
-class CrossProfileRow(_Strict):
+class CrossProfileRow(Strict):
     trial: str
     worst_case_pct: float | None = Field(description="Lowest gain over the baseline across the profiles, %.")
     worst_profile: str | None
@@ -386,7 +383,7 @@ class CrossProfileRow(_Strict):
     missing_profiles: list[str] = Field(default_factory=list)
 
 
-class CrossProfile(_Strict):
+class CrossProfile(Strict):
     """One command across workloads: the best worst-case gain over the baseline on every profile."""
 
     profiles: list[str] = Field(description="Profiles it is judged over (those with an eligible baseline).")
@@ -401,14 +398,14 @@ class CrossProfile(_Strict):
     ranking: list[CrossProfileRow] = Field(default_factory=list)
 
 
-class NodeRow(_Strict):
+class NodeRow(Strict):
     node: str
     runs: int
     total_tps: MetricStats
     vs_others: DiffStat | None = Field(default=None, description="This node's runs against every other node's (Holm over nodes).")
 
 
-class NodeCheck(_Strict):
+class NodeCheck(Strict):
     """The baseline configuration on every node it ran on: are the nodes alike?"""
 
     profile: str
@@ -417,7 +414,7 @@ class NodeCheck(_Strict):
     effect: bool = Field(description="Some node differs significantly from the others.")
 
 
-class ReportWarning(_Strict):
+class ReportWarning(Strict):
     """Something in the numbers a reader must know before trusting them."""
 
     code: str = Field(description="rate_mismatch, tpot_inconsistent, itl_zero, single_run, local_optimum, ...")
@@ -429,7 +426,7 @@ class ReportWarning(_Strict):
         "none where a warning has no size."))
 
 
-class Selection(_Strict):
+class Selection(Strict):
     """Everything selection decided, and the tables that justify it."""
 
     strategy: Strategy
