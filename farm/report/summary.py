@@ -10,7 +10,8 @@ from farm.report.capacity_text import capacity_line, ranking_of
 from farm.report.checks import interval_text
 from farm.report.doc import Doc as _Doc
 from farm.report.models import Report
-from farm.report.text import _ci_cell, _conf, _labels, _num, _signed
+from farm.report.energy_cost import conclusion_lines
+from farm.report.text import _ci_cell, _conf, _labels, _num, _signed, conclusion_decisions
 
 
 def summary_markdown(report: Report, *, heading: str | None = None, gpu_hours: float | None = None,
@@ -26,6 +27,13 @@ def summary_markdown(report: Report, *, heading: str | None = None, gpu_hours: f
     what = capacity_line(report) or f"{_num(rec.total_tps)} total tok/s on `{sel.primary_profile}`"
     doc.p(f"**Recommended** (trial `{rec.name or rec.trial}`, {what}):")
     doc.code(rec.command)
+    # the report's first screen: each decision in a line, then cost and energy against the baseline
+    decisions = conclusion_decisions(report, lambda s: f"`{s}`")
+    if decisions:
+        doc.p(f"**Decisions** (\u03b1 = {sel.alpha:g}):")
+        doc.items(decisions)
+    for line in conclusion_lines(report, lambda s: f"`{s}`"):
+        doc.p(line)
     rows = []
     for v in sel.verdicts:
         lead = v.comparisons[0] if v.comparisons else None

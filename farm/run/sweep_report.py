@@ -196,7 +196,18 @@ def annotate(uri: str, sweep_id: str, report: Report | None, why: str | None, re
                                        gpu_model=gpu_names(results)),
         metrics=summary_metrics(report, hours),
         tags={schema.RECOMMENDED_TRIAL_TAG: rec.trial, schema.RECOMMENDED_COMMAND_TAG: rec.command},
-        trial_tags=trial_tags)
+        trial_tags=trial_tags, trial_costs=trial_costs(report))
+
+
+def trial_costs(report: Report) -> dict[str, dict[tuple[str, str], float]]:
+    """Each priced trial's dollars per million output and total tokens per profile (none without a price)."""
+    out: dict[str, dict[tuple[str, str], float]] = {}
+    for tc in report.costs.trials if report.costs is not None else []:
+        for pc in tc.profiles:
+            for name, amount in zip(schema.COST_METRICS, (pc.usd_per_m_output, pc.usd_per_m_total)):
+                if amount is not None:
+                    out.setdefault(tc.trial, {})[(pc.profile, name)] = amount.value
+    return out
 
 
 def summary_json(study: Study, grid: str, outcome, uri: str, report: Report | None, why: str | None,

@@ -118,6 +118,9 @@ GPU_STATS = ("min", "mean", "max")
 # A run's energy over its window (farm/analysis/energy.py), logged like METRICS where its GPUs' power was
 # sampled; none where not (the reason is GPU_NOT_MEASURED_TAG's): never zeros.
 ENERGY_METRICS = ("energy_j", "power_mean_w", "power_peak_w", "output_tokens_per_j", "total_tokens_per_j")
+# A trial's dollars per million tokens at its mean throughput and the study's price (farm/analysis/cost.py),
+# `<profile>/<name>`, written on the trial's run by the sweep's end (and `farm report`) where a price was given.
+COST_METRICS = ("usd_per_m_output_tokens", "usd_per_m_total_tokens")
 LOAD_METRIC = "load"  # a capacity search's step: the concurrency or rate it ran at
 METRICS_PER_BATCH = 900  # MLflow takes at most 1000 metrics in one log_batch
 
@@ -257,6 +260,8 @@ def sweep_run_name(study: str, grid: str, started: float) -> str:
 SHARED_VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 TRIALS_VIEW_METRICS = ("total_tps", "ttft_mean_ms", "tpot_mean_ms")  # per profile, the primary first
 TRIALS_VIEW_TAGS = (RECOMMENDED_TAG, VERDICT_TAG, STATUS_TAG)
+# on the primary profile only: what a million tokens cost and how many tokens a joule gives (issue 50)
+TRIALS_VIEW_PRIMARY_METRICS = ("usd_per_m_total_tokens", "total_tokens_per_j")
 TRIALS_VIEW_MAX_PROFILES = 6  # columns enough to read; every metric stays a click away ("Columns")
 
 
@@ -268,10 +273,13 @@ def trials_view(sweep_id: str, profiles: list[str], primary: str) -> dict:
     """The runs table of a sweep's trials as MLflow 3's UI reads a shared view (mlflow/server/js:
     the search facets `searchFilter`, `orderByKey`, `orderByAsc`, ...; the table's `selectedColumns`,
     `columnOrder` and `columnWidths`, each column `metrics.`NAME`` or `tags.`NAME``): the sweep's
-    trials, throughput, TTFT and TPOT per profile with the recommendation, verdict and status,
+    trials, throughput, TTFT and TPOT per profile with the recommendation, verdict and status, the
+    primary profile's dollars per million tokens and tokens per joule beside its throughput,
     sorted by the primary profile's throughput, highest first."""
     ordered = [primary] + [p for p in profiles if p != primary][:TRIALS_VIEW_MAX_PROFILES - 1]
-    metrics = [[f"metrics.`{metric_name(p, m)}`" for m in TRIALS_VIEW_METRICS] for p in ordered]
+    metrics = [[f"metrics.`{metric_name(p, m)}`"
+                for m in TRIALS_VIEW_METRICS + (TRIALS_VIEW_PRIMARY_METRICS if p == primary else ())]
+               for p in ordered]
     tags = [f"tags.`{t}`" for t in TRIALS_VIEW_TAGS]
     # in this order, left to right: the primary profile's numbers, which trial won and why, the rest
     columns = metrics[0] + tags[:2] + [c for cols in metrics[1:] for c in cols] + tags[2:]

@@ -148,10 +148,12 @@ def finish_sweep(uri: str, sweep_id: str, status: str, files: list[Path] | None 
 
 
 def annotate_sweep(uri: str, sweep_id: str, *, note: str, metrics: dict[str, float] | None = None,
-                   tags: dict[str, str] | None = None, trial_tags: dict[str, dict[str, str]] | None = None) -> None:
+                   tags: dict[str, str] | None = None, trial_tags: dict[str, dict[str, str]] | None = None,
+                   trial_costs: dict[str, dict[tuple[str, str], float]] | None = None) -> None:
     """The answer where the MLflow UI shows it: the parent run's description (`note`, markdown),
     its summary metrics and tags, and tags on the trials' child runs (trial id -> tags; the
-    child run `load_results` reads for that trial). Re-annotating (`farm report`, a resume)
+    child run `load_results` reads for that trial), and their costs (trial id -> {(profile, one of
+    COST_METRICS): dollars per million tokens}). Re-annotating (`farm report`, a resume)
     replaces what an earlier end wrote."""
     c = client(uri)
     now = int(time.time() * 1000)
@@ -159,11 +161,15 @@ def annotate_sweep(uri: str, sweep_id: str, *, note: str, metrics: dict[str, flo
         note = note[:S.NOTE_MAX_CHARS - 80].rsplit("\n", 1)[0] + f"\n\n(cut here: the whole report is {S.REPORT_DIR}/{S.REPORT_MARKDOWN})\n"
     run_tags = [RunTag(S.NOTE_TAG, note)] + [RunTag(k, v[:S.TAG_MAX_CHARS]) for k, v in (tags or {}).items()]
     c.log_batch(sweep_id, metrics=[Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()], tags=run_tags)
-    if trial_tags:
+    if trial_tags or trial_costs:
         runs = trial_run_ids(uri, sweep_id)
-        for trial, values in trial_tags.items():
+        for trial, values in (trial_tags or {}).items():
             if trial in runs:
                 c.log_batch(runs[trial], tags=[RunTag(k, v[:S.TAG_MAX_CHARS]) for k, v in values.items()])
+        for trial, costs in (trial_costs or {}).items():
+            if trial in runs and costs:
+                c.log_batch(runs[trial], metrics=[Metric(S.metric_name(p, name), float(v), now, 0)
+                                                  for (p, name), v in costs.items()])
 
 
 def _mean(values: list[float]) -> float:

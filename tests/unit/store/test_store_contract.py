@@ -177,6 +177,7 @@ def test_the_mlflow_layout_is_the_one_stored_sweeps_have():
     # a run's energy (issue 50), per profile like every metric
     assert schema.ENERGY_METRICS == ("energy_j", "power_mean_w", "power_peak_w", "output_tokens_per_j",
                                      "total_tokens_per_j")
+    assert schema.COST_METRICS == ("usd_per_m_output_tokens", "usd_per_m_total_tokens")
     # a search's records on the sweep's run and the memory-fit check on its trials (farm/store/searches.py)
     assert (schema.STRATEGY_TAG, schema.BUDGET_TAG, schema.START_TAG, schema.LOCAL_SEARCH_ESTIMATE_TAG) == (
         "farm.strategy", "farm.budget_gpu_hours", "farm.start", "farm.local_search_estimate")

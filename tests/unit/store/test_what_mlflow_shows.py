@@ -97,15 +97,16 @@ def test_the_trials_link_opens_the_sweeps_trials_with_their_numbers_best_first(s
     assert sorted(r.info.run_id for r in found) == sorted(r.info.run_id for r in c.search_runs(
         [smoke["exp_id"]], filter_string=f"tags.`farm.sweep_id` = '{smoke['sweep_id']}' and tags.`farm.kind` = 'trial'"))
     cols = view["selectedColumns"]
-    assert cols[:5] == ["metrics.`smoke_chat/total_tps`", "metrics.`smoke_chat/ttft_mean_ms`",
-                        "metrics.`smoke_chat/tpot_mean_ms`", "tags.`farm.recommended`", "tags.`farm.verdict`"]
+    assert cols[:7] == ["metrics.`smoke_chat/total_tps`", "metrics.`smoke_chat/ttft_mean_ms`",
+                        "metrics.`smoke_chat/tpot_mean_ms`", "metrics.`smoke_chat/usd_per_m_total_tokens`",
+                        "metrics.`smoke_chat/total_tokens_per_j`", "tags.`farm.recommended`", "tags.`farm.verdict`"]
     assert view["columnOrder"] == cols and set(view["columnWidths"]) == set(cols)
     logged = found[0].data.metrics
     assert "smoke_chat/total_tps" in logged and "smoke_generation/ttft_mean_ms" in logged
     metrics = [c.removeprefix("metrics.").strip("`") for c in cols if c.startswith("metrics.")]
     # every metric column names one farm logs for a trial, per profile of the grid
     assert {m.split("/")[0] for m in metrics} == {"smoke_chat", "smoke_generation"}
-    assert all(m.split("/")[1] in schema.METRICS for m in metrics), metrics
+    assert all(m.split("/")[1] in schema.METRICS + schema.COST_METRICS + schema.ENERGY_METRICS for m in metrics), metrics
     assert [c for c in cols if not c.startswith("metrics.")] == [
         "tags.`farm.recommended`", "tags.`farm.verdict`", "tags.`farm.status`"]
 
