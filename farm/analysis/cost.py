@@ -17,7 +17,9 @@ farm/analysis/gpu_time.py) are priced per GPU model.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from farm.strict import Strict
 
 from farm.analysis.accelerator import ray_name
 from farm.analysis.gpu_time import GpuTime
@@ -29,8 +31,7 @@ HOW_TO_PRICE = ("give a price per GPU-hour: the study key `prices: {H100: 2.5}` 
                 "on farm sweep, farm report or farm analyze")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_Strict = Strict  # farm/strict.py: the one strict base
 
 
 def price_of(prices: dict[str, float], gpu: str | None) -> tuple[str | None, float | None]:

@@ -39,7 +39,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from farm.strict import Strict
 
 from farm.analysis.records import Results
 from farm.analysis.results import HeldSpan, Status, TrialResult
@@ -57,8 +59,7 @@ from farm.study.trial import NODE_MARK, Trial, control_of, node_control_id  # no
 AUTO_MAX_REPEATS = 30      # no trial gets more repeats than this on any profile
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_Strict = Strict  # farm/strict.py: the one strict base
 
 
 # --------------------------------------------------------------------------------------

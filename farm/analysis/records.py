@@ -24,6 +24,8 @@ from typing import Any, Literal, Mapping
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError,
                       field_validator)
 
+from farm.strict import Strict
+
 from farm.analysis.energy import RunEnergy, run_energy
 from farm.analysis.limits import EffectiveLimits, effective_limits
 from farm.analysis.results import GpuSamples, MachineFingerprint, ProfileRun, Status, TrialResult, migrate_tpot
@@ -37,8 +39,7 @@ from farm.study.trial import legacy_control_of
 
 RESULTS_FORMAT_VERSION = 2  # 2: TPOT as the field means it (farm/analysis/definitions.py)
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_Strict = Strict  # farm/strict.py: the one strict base
 
 
 # --------------------------------------------------------------------------------------

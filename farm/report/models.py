@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from farm.strict import Strict
 
 from farm.analysis.cost import Costs
 from farm.analysis.gpu_time import GpuTime
@@ -31,8 +33,7 @@ EVIDENCE_CODES = ("cannot_separate", "not_significant", "regression", "node_effe
                   "run_order", "drift")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_Strict = Strict  # farm/strict.py: the one strict base
 
 
 class RateChoice(_Strict):
