@@ -362,6 +362,8 @@ class TrialRunner:
             if self._cancelled.is_set():
                 break
             run = self._run_profile(name, repeat, base_url, tokenizer, data_files.get(name))
+            if outcome.lost_by_client_only(run) and not self._cancelled.is_set():
+                run = self._run_again(run, name, repeat, base_url, tokenizer, data_files.get(name))
             result.runs.append(run)
             if run.status in outcome.STOPS_TRIAL:
                 break
@@ -413,6 +415,23 @@ class TrialRunner:
             warm.reason = "timed out" if client.timed_out else (
                 f"guidellm exited with {client.returncode}: " + tail(client.log_path, 2).replace("\n", " | "))
         return warm
+
+    def _run_again(self, lost: ProfileRun, name: str, repeat: int, base_url: str, tokenizer: str,
+                   data_file: Path | None) -> ProfileRun:
+        """The run once more after guidellm lost requests the server answered (outcome.lost_by_client_only):
+        its report is kept beside as `<profile>-r<repeat>-lost.json` and the new run says so. Once:
+        a second loss stands as the run's failure."""
+        kept = None
+        if lost.report_file and (self.dir / lost.report_file).is_file():
+            kept = f"{name}-r{repeat}-lost.json"
+            (self.dir / lost.report_file).rename(self.dir / kept)
+        again = self._run_profile(name, repeat, base_url, tokenizer, data_file)
+        m = lost.metrics
+        again.warnings.append(
+            f"run again: its first attempt lost {m.client_lost_requests:.0f} of {m.total_requests:.0f} requests in the "
+            f"client (sent, answered by the server, never accounted for by guidellm; nothing errored)"
+            + (f"; that attempt's report: {kept}" if kept else ""))
+        return again
 
     def _run_profile(self, name: str, repeat: int, base_url: str, tokenizer: str, data_file: Path | None,
                      at: ProfileSpec | None = None) -> ProfileRun:

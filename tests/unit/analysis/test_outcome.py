@@ -7,7 +7,7 @@ import pytest
 
 from conftest import FIXTURES
 from farm.analysis import outcome
-from farm.analysis.outcome import Lost, RunFacts, judge_run
+from farm.analysis.outcome import Lost, RunFacts, judge_run, lost_by_client_only
 from farm.analysis.results import ProfileRun, Status, parse_report
 from farm.engines import get_engine
 from farm.engines.base import Failure
@@ -165,3 +165,19 @@ def test_a_run_whose_client_lost_requests_is_judged_over_the_requests_sent():
     # a floor it meets: ok, the lost request still recorded on the run
     assert judge_run(_facts(requests=8, metrics=lost, min_success_rate=0.8)) == (Status.ok, None)
     assert lost.client_lost_requests == 1
+
+
+def test_a_run_that_only_the_client_lost_requests_of_is_one_to_run_again():
+    """guidellm's race (the server answered all 8; the client accounted for 7) is the client's, not
+    the engine's: the actor runs it once more (actors/bench.py _run_again). A run that also had a
+    request error, or one that met its floor, is not."""
+    lost = parse_report(FIXTURES / "guidellm-0.8.1-mock-report-one-request-lost.json", 8)[0]
+    status, reason = judge_run(_facts(requests=8, metrics=lost))
+    run = ProfileRun(profile="p", repeat=0, status=status, reason=reason, metrics=lost)
+    assert lost_by_client_only(run)
+    assert not lost_by_client_only(run.model_copy(update={"status": Status.ok}))
+    errored = lost.model_copy(update={"errored_requests": 1.0})
+    assert not lost_by_client_only(run.model_copy(update={"metrics": errored}))
+    clean = parse_report(FIXTURES / "guidellm-0.8.1-mock-report.json")[0]
+    assert clean.client_lost_requests == 0
+    assert not lost_by_client_only(run.model_copy(update={"metrics": clean}))
