@@ -46,6 +46,7 @@ from pydantic import Field
 from farm.analysis.halving import FINAL_REPEATS, MIN_REQUESTS, RUNG_MARK, Rung
 from farm.analysis.results import Status, TrialResult
 from farm.analysis.stats import relative_difference
+from farm.analysis.stats.blocks import UNKNOWN, blocked_difference
 from farm.analysis.stats.verdict import DEFAULT_MARGIN, decide, holm
 from farm.strict import Strict
 from farm.study.repeats import FAMILY_ALPHA
@@ -261,7 +262,14 @@ class SearchPlan(Strict):
 
 def samples_of(results: Sequence[TrialResult], rung: Rung, min_success_rate: float = 0.0) -> dict[str, list[float]]:
     """Trial id -> the total tok/s of its runs of `rung` (its primary, its pass)."""
-    out: dict[str, list[float]] = {}
+    return {t: [v for vs in by_machine.values() for v in vs]
+            for t, by_machine in blocks_of(results, rung, min_success_rate).items()}
+
+
+def blocks_of(results: Sequence[TrialResult], rung: Rung, min_success_rate: float = 0.0) -> dict[str, dict[str, list[float]]]:
+    """Trial id -> machine key -> the total tok/s of its runs of `rung` there (`UNKNOWN` for runs that
+    recorded no machine): a step resumed on another lent machine is two machines' runs."""
+    out: dict[str, dict[str, list[float]]] = {}
     for res in results:
         for run in res.runs:
             if run.pass_index != rung.index or run.profile != rung.primary:
@@ -269,7 +277,7 @@ def samples_of(results: Sequence[TrialResult], rung: Rung, min_success_rate: flo
             m = run.metrics
             if run.status == Status.ok and m is not None and m.total_tps is not None and \
                     (m.success_rate is None or m.success_rate >= min_success_rate):
-                out.setdefault(res.trial.id, []).append(float(m.total_tps))
+                out.setdefault(res.trial.id, {}).setdefault(run.machine or UNKNOWN, []).append(float(m.total_tps))
     return out
 
 
@@ -279,7 +287,10 @@ def _ran(results: Sequence[TrialResult], index: int) -> set[str]:
 
 
 def _judge(step: Step, nbrs: Mapping[str, Neighbour], samples: Mapping[str, list[float]],
-           margin: float = DEFAULT_MARGIN) -> list[Judged]:
+           margin: float = DEFAULT_MARGIN, blocks: Mapping[str, Mapping[str, list[float]]] | None = None) -> list[Judged]:
+    """Each raced neighbour against the incumbent. `blocks` (trial -> machine -> runs): the runs by
+    machine, so that a step whose trials ran on different machines (a resume on another lent GPU)
+    compares within a machine, never pooling the machines' runs (farm/analysis/stats/blocks.py)."""
     base = samples.get(step.incumbent, [])
     rows, tests = [], []
     for tid in step.race[1:]:
@@ -289,7 +300,16 @@ def _judge(step: Step, nbrs: Mapping[str, Neighbour], samples: Mapping[str, list
             rows.append(Judged(neighbour=n, runs=len(mine), why="no usable runs" if not mine else
                                f"{len(mine)} run(s) against the incumbent's {len(base)}: no test"))
             continue
-        d = relative_difference(mine, base, method="log", confidence=1 - step.alpha)
+        if blocks is not None and tid in blocks and step.incumbent in blocks:
+            d = blocked_difference(blocks[tid], blocks[step.incumbent], confidence=1 - step.alpha)
+        else:
+            d = relative_difference(mine, base, method="log", confidence=1 - step.alpha)
+        if d.machines == "no_shared_control":
+            rows.append(Judged(neighbour=n, runs=len(mine), relative_pct=None if d.relative is None else d.relative * 100,
+                               decision="undecided",
+                               why=f"cannot be told from the incumbent: {d.machines_note}; the incumbent run again "
+                                   "on its machine would tell"))
+            continue
         rows.append(Judged(neighbour=n, runs=len(mine), relative_pct=None if d.relative is None else d.relative * 100,
                            ci_low_pct=None if d.ci_low is None else d.ci_low * 100,
                            ci_high_pct=None if d.ci_high is None else d.ci_high * 100, why=""))
@@ -419,7 +439,8 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
             return _with_spend(p, results)
         samples = samples_of(results, rung, min_success_rate)
         step = step.model_copy(update={"incumbent_runs": len(samples.get(incumbent, [])),
-                                       "judged": _judge(step, nbrs, samples, margin)})
+                                       "judged": _judge(step, nbrs, samples, margin,
+                                                        blocks_of(results, rung, min_success_rate))})
         raced |= set(race)
         if step.incumbent_runs < 2:
             step = step.model_copy(update={"outcome": "failed"})

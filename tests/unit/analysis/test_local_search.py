@@ -255,3 +255,34 @@ def test_neighbours_are_not_raced_against_a_start_that_measured_nothing():
     assert p.done and p.stop == "failed" and not p.final and p.steps[0].outcome == "failed"
     assert "engine_failed_to_start: the engine core failed to initialize: RuntimeError: boom" in p.reason
     assert "nothing beat the start" not in p.reason and "no answer" in ls.path_lines(p)[-1]
+
+
+def test_a_step_resumed_on_another_machine_is_judged_within_machines_on_the_h100s_runs(tmp_path):
+    """The lent H100's search (bench/h100/from-seed/store.tgz): step 1's incumbent (farm's repair of
+    the seed's command) and the performance-mode-default neighbour ran in the first sitting (runs
+    without a machine fingerprint: one unknown machine), prefix caching off and the FP8 KV cache in
+    the second, on another machine. Pooled, prefix caching off would lead the incumbent by 5.8 %; by
+    machines it cannot be told from it (no lead is claimed), for want of the incumbent's runs on its
+    machine, while the neighbour of the incumbent's own sitting is judged as before."""
+    import tarfile
+    from pathlib import Path
+
+    from farm.store import tracking
+
+    repo = Path(__file__).resolve().parents[3]
+    with tarfile.open(repo / "bench/h100/from-seed/store.tgz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    results = tracking.load_results(f"sqlite:///{tmp_path / 'mlflow.db'}", "315bba48402047149c6cf8f80855632e")
+    rung = ls.step_rung(1, "sharegpt_synthetic", 1000)
+    blocks = ls.blocks_of(results, rung)
+    incumbent, same_sitting, prefix_off, kv_fp8 = "vllm-1ffa2a61", "vllm-bd7bb3c0", "vllm-d9b0e5bb", "vllm-c1c3eb4e"
+    assert set(blocks[incumbent]) == set(blocks[same_sitting]) == {"unknown"}
+    assert set(blocks[prefix_off]) == set(blocks[kv_fp8]) and "unknown" not in blocks[prefix_off]
+    step = ls.Step(index=1, incumbent=incumbent, race=[incumbent, same_sitting, prefix_off, kv_fp8], alpha=0.05)
+    nbrs = {t: ls.Neighbour(trial=t, axis="x", value=t) for t in step.race[1:]}
+    judged = {j.neighbour.trial: j for j in ls._judge(step, nbrs, ls.samples_of(results, rung), 0.03, blocks)}
+    for t in (prefix_off, kv_fp8):
+        assert judged[t].decision == "undecided" and not judged[t].better and not judged[t].settled
+        assert "across machines, no shared control" in judged[t].why and "the incumbent run again" in judged[t].why
+        assert judged[t].relative_pct is None  # no lead is claimed across machines
+    assert judged[same_sitting].decision is not None and "across machines" not in judged[same_sitting].why
