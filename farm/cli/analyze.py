@@ -22,12 +22,16 @@ from farm.cli import options as opt
               help="Trial id, trial name or run id to compare against (default: the engine-default trial).")
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
 @click.option("--plots", "plots", type=opt.DIRECTORY, default=None, metavar="DIR", help="Also write PNG plots into DIR.")
+@click.option("--out", "out", type=opt.DIRECTORY, default=None, metavar="DIR",
+              help="Also write report.md, appendix.md (every trial's row and every run's figures) and plots/ into DIR.")
 @opt.price_option
 def analyze(results_path: str, config: str | None, strategy: str, baseline: str | None, fmt: str, plots: str | None,
-            prices: tuple = ()) -> None:
+            out: str | None = None, prices: tuple = ()) -> None:
     """Recommend a serve command from recorded benchmark results and report why."""
     # Imported when the command runs, so that `farm --help` and the other commands skip mlflow, ray, scipy.
-    from farm.report import render, report_for, write_plots
+    from pathlib import Path
+
+    from farm.report import render, report_for, write_plots, write_report_files
     from farm.store.results_store import ResultsFileStore
     from farm.study.load import load_study
 
@@ -39,9 +43,12 @@ def analyze(results_path: str, config: str | None, strategy: str, baseline: str 
     report = report_for(results, study, strategy=strategy, baseline=baseline, prefer_results_profile=config is None)
     output = render(report, fmt)
     written = write_plots(report, plots) if plots else []
+    files = write_report_files(report, Path(out)) if out else []
     click.echo(output, nl=False)
     for path in written:
         click.echo(f"plot: {path}", err=True)
+    if files:  # on stderr: stdout stays the report alone (--format json is parsed)
+        click.echo(f"wrote {', '.join(sorted({f.relative_to(out).parts[0] for f in files}))} to {out}", err=True)
 
 
 def _recorded_accelerator(study, results):

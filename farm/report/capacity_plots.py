@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from farm.report.layout import capacity_plot
 from farm.report.models import Report
 
 
@@ -73,5 +74,5 @@ def write_capacity_plots(report: Report, out: Path) -> list[Path]:
     paths = []
     for ranking in report.selection.capacity:
         paths.append(plot_curves(report, ranking, out / f"capacity_curves_{ranking.profile}.png"))
-        paths.append(plot_capacities(report, ranking, out / f"capacity_{ranking.profile}.png"))
+        paths.append(plot_capacities(report, ranking, out / capacity_plot(ranking.profile)))
     return paths

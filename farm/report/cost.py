@@ -1,4 +1,4 @@
-"""The report's "GPU time" section: where the sweep's GPU time went, by phase and by trial."""
+"""The report's "GPU time" section: where the sweep's GPU time went, by phase (by trial: the appendix's)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import statistics
 from farm.analysis.gpu_time import PHASES, PhaseSeconds
 from farm.analysis.start_phases import PHASE_WORDS
 from farm.report.doc import Doc
+from farm.report.layout import appendix_ref
 from farm.report.models import Report
 
 PHASE_LABELS = {"starting": "starting engines", "warming_up": "warm-up runs", "measuring": "measured runs",
@@ -41,10 +42,8 @@ def gpu_time_section(doc: Doc, report: Report) -> None:
           f"its end; measuring was {_share(total.measuring, total.total)} of it.")
     doc.table(["Phase", unit.split(" ")[0], "Share"],
               [[PHASE_LABELS[p], _hours(getattr(total, p)), _share(getattr(total, p), total.total)] for p in PHASES])
-    doc.table(["Trial", "GPUs", "Wall (s)", *[PHASE_LABELS[p].split(" ")[0] + " (s)" for p in PHASES]],
-              [[t.label, str(t.gpus), f"{t.seconds.total:.0f}", *[f"{getattr(t.seconds, p):.0f}" for p in PHASES]]
-               for t in cost.trials])
-
+    if cost.trials:
+        doc.p(f"Each trial's: {appendix_ref(doc, 'GPU time by trial')}.")
     if cost.start_phases:
         whole = sum(cost.start_phases.values())
         doc.p("Starting engines, by phase (seconds summed over the trials' starts, from the engines' own logs):")
@@ -58,3 +57,14 @@ def gpu_time_section(doc: Doc, report: Report) -> None:
             line += (f"; a warm start took {statistics.median(cost.starts['warm']) / statistics.median(cost.starts['cold']):.2f}"
                      " of a cold one")
         doc.p(line + ".")
+
+
+def gpu_time_by_trial(doc: Doc, report: Report) -> None:
+    """Each trial's GPU time by phase (the appendix)."""
+    cost = report.gpu_time
+    if cost is None or not cost.trials:
+        return
+    doc.h("GPU time by trial")
+    doc.table(["Trial", "GPUs", "Wall (s)", *[PHASE_LABELS[p].split(" ")[0] + " (s)" for p in PHASES]],
+              [[t.label, str(t.gpus), f"{t.seconds.total:.0f}", *[f"{getattr(t.seconds, p):.0f}" for p in PHASES]]
+               for t in cost.trials])

@@ -42,6 +42,12 @@ class Doc:
             self.lines += [fmt(head), fmt(["-" * w for w in widths]), *[fmt(r) for r in rows]]
         self.lines.append("")
 
+    def link(self, text: str, path: str) -> str:
+        return f"[{text}]({path})" if self.md else f"{text} ({path})" if text != path else path
+
+    def image_text(self, alt: str, path: str) -> str:
+        return f"![{alt}]({path})" if self.md else f"Plot: {path} ({alt})."
+
     def tick(self, text: str) -> str:
         return f"`{text}`" if self.md else text
 

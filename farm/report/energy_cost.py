@@ -74,7 +74,11 @@ def conclusion_lines(report: Report, tick=lambda s: s) -> list[str]:
                      + "; ".join(parts_usd) + ".")
     elif not costs.priced:
         lines.append(not_priced_line(costs))
-    if parts_j:
+    why = {p.split(" not measured ", 1)[1] for p in parts_j if " not measured " in p}
+    if len(parts_j) > 1 and len(why) == 1 and all(" not measured " in p for p in parts_j):
+        lines.append(f"Energy per million tokens on {tick(primary)}: not measured for "
+                     f"{' or '.join(p.split(' not measured ', 1)[0] for p in parts_j)} {why.pop()}.")
+    elif parts_j:
         lines.append(f"Energy per million tokens (prompt + output) on {tick(primary)}, the GPUs' own: "
                      + "; ".join(parts_j) + ".")
     return lines
@@ -98,6 +102,7 @@ def energy_cost_section(doc: Doc, report: Report) -> None:
           f"per million tokens (mean [{conf} CI] over the runs whose energy was measured).")
     keep = {sel.recommended.trial, *([sel.baseline.trial] if sel.baseline else [])}
     rows, capacity = [], any(pc.capacity_load is not None for tc in costs.trials for pc in tc.profiles)
+    energy = any(pc.energy_runs for tc in costs.trials for pc in tc.profiles)
     unmeasured: dict[str, int] = {}
     for tc in costs.trials:
         for pc in tc.profiles:
@@ -110,15 +115,21 @@ def energy_cost_section(doc: Doc, report: Report) -> None:
                 row += [_amount(pc.usd_per_m_output, usd), _amount(pc.usd_per_m_total, usd)]
                 if capacity:
                     row.append(usd(pc.usd_per_m_total_at_capacity) if pc.capacity_load is not None else "-")
-            row += [_tokens_per_j(pc, "output"), _tokens_per_j(pc, "total"),
-                    _amount(pc.j_per_m_total, _wh, WH), str(pc.energy_runs)]
-            rows.append(row)
+            if energy:  # no run measured its energy: no column of dashes (the line below says why)
+                row += [_tokens_per_j(pc, "output"), _tokens_per_j(pc, "total"),
+                        _amount(pc.j_per_m_total, _wh, WH), str(pc.energy_runs)]
+            if any(cell not in ("-", "0") for cell in row[2:]):  # a trial with nothing measured has no row
+                rows.append(row)
     head = ["Trial", "Profile"]
     if costs.priced:
         head += ["$ / M output tokens", "$ / M total tokens"] + (["$ / M total at SLO capacity"] if capacity else [])
-    head += ["Output tokens / J", "Total tokens / J", "Wh / M total tokens", "Runs with energy"]
-    doc.p(f"Every trial on {doc.tick(sel.primary_profile)}; the recommended and the baseline on every profile:")
-    doc.table(head, rows)
+    if energy:
+        head += ["Output tokens / J", "Total tokens / J", "Wh / M total tokens", "Runs with energy"]
+    if rows:
+        doc.p(f"Every trial on {doc.tick(sel.primary_profile)}; the recommended and the baseline on every profile:")
+        doc.table(head, rows)
+    else:  # no price and no energy: a table of dashes says nothing the lines below do not
+        doc.p("No trial has a price or a measured energy: no table.")
     if unmeasured:
         doc.items([f"energy not measured ({n} trial-profile(s)): {why}" for why, n in unmeasured.items()])
     measured = {row.id for row in sel.trials if row.total_tps is not None}

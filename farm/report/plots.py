@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from farm.errors import UserError
+from farm.report.layout import THROUGHPUT_PLOT
 from farm.report.models import Report
 from farm.report.text import _conf
 
@@ -145,5 +146,5 @@ def write_plots(report: Report, directory: str | Path) -> list[Path]:
         raise UserError(f"cannot create the plot directory: {exc.strerror}", file=str(out)) from None
     from farm.report.capacity_plots import write_capacity_plots
 
-    return [plot_throughput(report, out / "total_tps_by_profile.png"), plot_tps_vs_tpot(report, out / "tps_vs_tpot.png"),
+    return [plot_throughput(report, out / THROUGHPUT_PLOT), plot_tps_vs_tpot(report, out / "tps_vs_tpot.png"),
             *write_capacity_plots(report, out)]

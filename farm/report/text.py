@@ -7,7 +7,6 @@ import shlex
 from typing import Any, Callable
 
 from farm.analysis.definitions import definitions_table
-from farm.analysis.limits import overrides_text
 from farm.analysis.records import Provenance, RunRecord
 from farm.analysis.select import (
     METRIC_LABELS,
@@ -21,6 +20,7 @@ from farm.report.capacity_text import capacity_line, capacity_section, ranking_o
 from farm.report.checks import _fmt_pct, _more, decision_text, decision_word, gains_over_recommended, interval_text
 from farm.report.cost import gpu_time_section
 from farm.report.energy_cost import conclusion_lines, energy_cost_section
+from farm.report.layout import APPENDIX, PLOTS, THROUGHPUT_PLOT, appendix_ref, lead_plot
 from farm.report.search import search_json, search_sections
 from farm.report.doc import Doc as _Doc
 from farm.report.engines import engine_matchups_section
@@ -148,9 +148,8 @@ def _conclusion(doc: _Doc, report: Report) -> None:
                   for u in sel.unmeasured]
         if notes:
             doc.items(notes)
-    for line in conclusion_lines(report, doc.tick):
-        doc.p(line)
-    _verdict_paragraph(doc, report)
+    if lines := conclusion_lines(report, doc.tick):
+        doc.p(" ".join(lines))
     rate = report.rate_analysis
     if rate and rate.recommendation_changes:
         mine = {c.metric: c for c in rate.choices if c.strategy == sel.strategy}
@@ -164,6 +163,26 @@ def _conclusion(doc: _Doc, report: Report) -> None:
     if counts:
         doc.p("Before trusting these numbers, see the checks below: "
               + ", ".join(f"{doc.tick(c)} x{n}" for c, n in counts.items()) + ".")
+    _companions(doc, report)
+
+
+def _companions(doc: _Doc, report: Report) -> None:
+    """The one plot that shows the answer, and where every trial's row and every run's figures are:
+    beside report.md (`--out DIR`, a sweep's MLflow `report/`), never in it."""
+    plot = lead_plot(report)
+    alt = "total throughput by profile and trial" if plot.endswith(THROUGHPUT_PLOT) else "capacity by trial"
+    doc.p(f"{doc.image_text(alt, plot)} Every trial's row and every run's figures: {doc.link(APPENDIX, APPENDIX)}, "
+          f"beside this report with the plots in {doc.tick(PLOTS + '/')} ({doc.tick('--out DIR')} writes them; a sweep's MLflow "
+          f"run keeps them under {doc.tick('report/')}, and each trial's run its guidellm JSON).")
+
+
+def _why(doc: _Doc, report: Report) -> None:
+    """The primary profile's verdict in words, right after the Conclusion: opened by a reader who
+    asks why."""
+    if report.selection.verdict() is None:
+        return
+    doc.h("Why this recommendation")
+    _verdict_paragraph(doc, report)
 
 
 def conclusion_decisions(report: Report, tick=lambda s: s) -> list[str]:
@@ -222,8 +241,8 @@ def _conf(alpha: float) -> str:
 def _ci_cell(d) -> str:
     if d is None:
         return "n/a"
-    if d.ci_low_pct is None or d.ci_high_pct is None:
-        return "n/a (single runs)" if min(d.n_a, d.n_b) < 2 else "n/a"
+    if d.ci_low_pct is None or d.ci_high_pct is None:  # why there is no interval, where it is known
+        return "n/a (single runs)" if min(d.n_a, d.n_b) < 2 else f"n/a ({d.note})" if d.note else "n/a"
     if d.decision:
         mark = f" ({decision_word(d)})"
     else:
@@ -379,10 +398,15 @@ def _evidence(doc: _Doc, report: Report) -> None:
         by_profile.setdefault(t.profile, []).append(t)
     verdicts = {v.profile: v for v in sel.verdicts}
     name = _labels(report)
+    # A trial with no run on a profile has no number in its table: said once below, not once per profile.
+    unmeasured: dict[tuple[str, str], list[str]] = {}
+    for t in sel.trials:
+        if not t.repeats and t.total_tps is None:
+            unmeasured.setdefault((t.name or t.id, t.reason or "not measured"), []).append(t.profile)
     for profile, trials in by_profile.items():
         doc.h3(profile)
         front = set(sel.pareto.get(profile, []))
-        trials = sorted(trials, key=lambda t: -(t.total_tps or -1))
+        trials = sorted((t for t in trials if t.repeats or t.total_tps is not None), key=lambda t: -(t.total_tps or -1))
         doc.table(["Trial", "Runs", *[STAT_LABELS[m] for m in STAT_METRICS], "Pareto", "Eligible"],
                   [[t.name or t.id, str(t.repeats), *[_stat_cell(t, m) for m in STAT_METRICS],
                     "yes" if t.id in front else "", "yes" if t.eligible else f"no: {t.reason}"] for t in trials])
@@ -392,6 +416,10 @@ def _evidence(doc: _Doc, report: Report) -> None:
         slo = report.slo.get(profile) if report.slo else None
         if slo:
             doc.p(f"SLOs of {profile}: {slo}.")
+    if unmeasured:
+        doc.p("No run, so in no table above:")
+        doc.items([f"{doc.tick(trial)} ({'every profile' if len(profiles) == len(by_profile) else ', '.join(profiles)}): "
+                   f"{reason}" for (trial, reason), profiles in unmeasured.items()])
 
 
 def _nodes(doc: _Doc, report: Report) -> None:
@@ -410,11 +438,18 @@ def _nodes(doc: _Doc, report: Report) -> None:
 
 
 def _definitions(doc: _Doc, report: Report) -> None:
-    """What TTFT, TPOT and the rest mean here, once, near the top (farm/analysis/definitions.py)."""
+    """What TPOT means here, near the top; every number's definition is the appendix's table
+    (farm/analysis/definitions.py, and the JSON's `definitions`)."""
     doc.h("How the numbers are defined")
     doc.p("TPOT is the time per output token after the first, (latency - TTFT) / (output tokens - 1), as vLLM's "
           "`bench serve`, SGLang's `bench_serving` and AIPerf define it; guidellm's own \"time per output token\" "
-          "(latency over all output tokens, first included) is reported apart as latency per output token.")
+          "(latency over all output tokens, first included) is reported apart as latency per output token. Every "
+          f"number's meaning and what measures it: {appendix_ref(doc, 'Definitions')}.")
+
+
+def definitions_section(doc: _Doc, report: Report) -> None:
+    """Every number's meaning and what measures it (the appendix)."""
+    doc.h("Definitions")
     doc.table(["Number", "Keys", "Meaning", "Measured by"], definitions_table())
 
 
@@ -428,8 +463,30 @@ def _checks(doc: _Doc, report: Report) -> None:
         return
     for code in dict.fromkeys(w.code for w in report.warnings):
         doc.h3(code)
-        doc.items([(f"{doc.tick(w.trial)}" + (f" ({w.profile})" if w.profile else "") + ": " if w.trial else
-                    (f"({w.profile}) " if w.profile else "")) + w.message for w in report.warnings if w.code == code])
+        lines = [(f"{doc.tick(w.trial)}" + (f" ({w.profile})" if w.profile else "") + ": " if w.trial else
+                  (f"({w.profile}) " if w.profile else "")) + w.message for w in report.warnings if w.code == code]
+        shared = _shared_tail(lines)
+        if shared:  # what every line of the code says alike, said once
+            doc.items([line[: -len(shared)] for line in lines])
+            doc.p(f"All {len(lines)}{shared}.")
+        else:
+            doc.items(lines)
+
+
+def _shared_tail(lines: list[str], least: int = 60) -> str:
+    """The clause (from a ': ' or '; ') that ends every line alike, where there are three lines or
+    more and it is long enough to be worth saying once; else ''."""
+    if len(lines) < 3:
+        return ""
+    tail = lines[0]
+    for line in lines[1:]:
+        n = 0
+        while n < min(len(tail), len(line)) and tail[-1 - n] == line[-1 - n]:
+            n += 1
+        tail = tail[len(tail) - n:]
+    cut = min((i for i in (tail.find(": "), tail.find("; ")) if i >= 0), default=-1)
+    tail = tail[cut:] if cut >= 0 else ""
+    return tail if len(tail) >= least and all(len(line) > len(tail) for line in lines) else ""
 
 
 def _rates(doc: _Doc, report: Report) -> None:
@@ -441,13 +498,10 @@ def _rates(doc: _Doc, report: Report) -> None:
     doc.h("Throughput: recorded vs " + other)
     doc.p(f"{rate.mismatched_runs} of {rate.measured_runs} runs have a recorded total throughput more than "
           f"{RATE_TOLERANCE * 100:.0f} % away from {other} (largest: {rate.worst_mismatch_pct:+.2f} %).")
-    doc.p(f"Eligible trials on {doc.tick(sel.primary_profile)} under both metrics:")
-    doc.table(["Trial", "Total TPS recorded", "Rank", other, "Rank"],
-              [[r.trial, _num(r.recorded), str(r.recorded_rank), _num(r.recomputed), str(r.recomputed_rank or "n/a")]
-               for r in rate.primary])
-    doc.p("What each metric recommends:")
-    doc.table(["Metric", "Strategy", "Trial", "Value", "Other metric", "Command"],
-              [[METRIC_LABELS[c.metric], c.strategy, c.trial, _num(c.value), _num(c.other_value), doc.tick(c.command)]
+    doc.p(f"What each metric recommends (every eligible trial's rank under both: "
+          f"{appendix_ref(doc, 'Ranks by both rates')}):")
+    doc.table(["Metric", "Strategy", "Trial", "Value", "Other metric"],
+              [[METRIC_LABELS[c.metric], c.strategy, c.trial, _num(c.value), _num(c.other_value)]
                for c in rate.choices])
     mine = [c for c in rate.choices if c.strategy == sel.strategy]
     if rate.recommendation_changes:
@@ -461,6 +515,19 @@ def _rates(doc: _Doc, report: Report) -> None:
                   [[g.profile, _signed(g.recorded_delta_pct), _signed(g.recomputed_delta_pct),
                     f"{_num(g.baseline_recorded)} / {_num(g.baseline_recomputed)}",
                     f"{_num(g.recommended_recorded)} / {_num(g.recommended_recomputed)}"] for g in rate.gains])
+
+
+def rate_ranks(doc: _Doc, report: Report) -> None:
+    """Every eligible trial on the primary profile ranked by both rates (the appendix)."""
+    rate = report.rate_analysis
+    if rate is None or not rate.primary:
+        return
+    other = METRIC_LABELS[rate.other_metric]
+    doc.h("Ranks by both rates")
+    doc.p(f"Eligible trials on {doc.tick(report.selection.primary_profile)} under both metrics:")
+    doc.table(["Trial", "Total TPS recorded", "Rank", other, "Rank"],
+              [[r.trial, _num(r.recorded), str(r.recorded_rank), _num(r.recomputed), str(r.recomputed_rank or "n/a")]
+               for r in rate.primary])
 
 
 def _conditions(doc: _Doc, report: Report) -> None:
@@ -478,10 +545,7 @@ def _conditions(doc: _Doc, report: Report) -> None:
 
 def _provenance(doc: _Doc, report: Report) -> None:
     """What the numbers were measured with: versions, GPU, weights, and each engine's start."""
-    firsts: dict[str, RunRecord] = {}
-    for rec in report.results.records:
-        if rec.provenance is not None:
-            firsts.setdefault(rec.trial, rec)
+    firsts = first_provenances(report)
     if not firsts:
         return
     doc.h("Provenance")
@@ -497,6 +561,24 @@ def _provenance(doc: _Doc, report: Report) -> None:
                      "architecture's; output text, and anything that depends on it (speculative decoding's accepted "
                      "tokens), are not, so farm recommends no speculative configuration from these runs.")
     doc.items(facts)
+    doc.p(f"Each trial's node, engine start and compile cache: {appendix_ref(doc, 'Starts')}.")
+
+
+def first_provenances(report: Report) -> dict[str, RunRecord]:
+    """Each trial's first run that recorded its provenance."""
+    firsts: dict[str, RunRecord] = {}
+    for rec in report.results.records:
+        if rec.provenance is not None:
+            firsts.setdefault(rec.trial, rec)
+    return firsts
+
+
+def starts_table(doc: _Doc, report: Report) -> None:
+    """Each trial's node, engine start and compile cache (the appendix)."""
+    firsts = first_provenances(report)
+    if not firsts:
+        return
+    doc.h("Starts")
     doc.table(["Trial", "Node", "Engine start (s)", "Compile cache"],
               [[r.label, r.node or "", _num(r.provenance.engine_start_s, ".0f"), _compile_cache_cell(r.provenance)]
                for r in firsts.values()])
@@ -565,20 +647,6 @@ def _int(x: int | None) -> str:
     return f"{x:,}" if x is not None else ""
 
 
-def _limits(doc: _Doc, report: Report) -> None:
-    """Each trial's knobs beside the limits its engine says it ran under, and the knobs it overrode."""
-    seen: dict[str, object] = {}
-    for rec in report.results.records:
-        if rec.limits is not None:
-            seen.setdefault(rec.trial, rec)
-    if not seen:
-        return
-    doc.h("Effective limits (from the engine logs)")
-    doc.table(["Trial", "Engine", "Flags", *_LIMIT_HEADERS, "Mamba cache", "Knobs overridden"],
-              [[rec.label, rec.engine, " ".join(rec.flags), *_limit_cells(rec.limits),
-                _int(rec.limits.mamba_cache_size), overrides_text(rec.limits)] for rec in seen.values()])
-
-
 def _steps(doc: _Doc, report: Report) -> None:
     sel = report.selection
     if not sel.steps:
@@ -603,94 +671,23 @@ def _adds(step, doc: _Doc) -> str:
     return ", ".join(parts) or ("engine defaults" if step.after is None else "")
 
 
-def _trials(doc: _Doc, report: Report) -> None:
-    sel = report.selection
-    doc.h("Trials")
-    doc.table(["Trial", "Engine", "Model", "Profile", "Runs", "Total TPS", "From totals", "Mean TPOT (ms)",
-               "Success", "Eligible"],
-              [[t.name or t.id, t.engine, t.model, t.profile, str(len(t.runs)), _num(t.total_tps), _num(t.tps_from_totals),
-                _num(t.tpot_mean_ms), pct_text(t.success_rate) if t.success_rate is not None else "n/a",
-                "yes" if t.eligible else f"no: {t.reason}"] for t in sel.trials])
-
-
-# The seed's "Serving Benchmark Result" block: (metric, label, format); None starts a section.
-_BLOCK: list[tuple[str | None, str, str]] = [
-    ("successful_requests", "Successful requests:", ".0f"),
-    ("max_concurrency", "Maximum request concurrency:", ".0f"),
-    ("duration_s", "Benchmark duration (s):", ".2f"),
-    ("total_input_tokens", "Total input tokens:", ".0f"),
-    ("total_output_tokens", "Total generated tokens:", ".0f"),
-    ("request_throughput", "Request throughput (req/s):", ".2f"),
-    ("output_tps", "Output token throughput (tok/s):", ".2f"),
-    ("peak_output_tps", "Peak output token throughput (tok/s):", ".2f"),
-    ("peak_concurrency", "Peak concurrent requests:", ".2f"),
-    ("total_tps", "Total Token throughput (tok/s):", ".2f"),
-    ("guidellm_total_tps_mean", "guidellm mean token rate (tok/s):", ".2f"),
-    ("slo_attainment", "SLO attainment (goodput):", ".3f"),
-    ("goodput_rps", "Goodput (req/s):", ".2f"),
-    (None, "Latency", ""),
-    ("latency_mean_s", "Mean Latency(s):", ".2f"),
-    ("latency_median_s", "Median Latency(s):", ".2f"),
-    ("latency_p95_s", "P95 Latency(s):", ".2f"),
-    ("latency_p99_s", "P99 Latency(s):", ".2f"),
-    (None, "Time to First Token", ""),
-    ("ttft_mean_ms", "Mean TTFT (ms):", ".2f"),
-    ("ttft_median_ms", "Median TTFT (ms):", ".2f"),
-    ("ttft_p95_ms", "P95 TTFT (ms):", ".2f"),
-    ("ttft_p99_ms", "P99 TTFT (ms):", ".2f"),
-    (None, "Time per Output Token (excl. 1st token)", ""),
-    ("tpot_mean_ms", "Mean TPOT (ms):", ".2f"),
-    ("tpot_median_ms", "Median TPOT (ms):", ".2f"),
-    ("tpot_p95_ms", "P95 TPOT (ms):", ".2f"),
-    ("tpot_p99_ms", "P99 TPOT (ms):", ".2f"),
-    (None, "Inter-token Latency", ""),
-    ("itl_mean_ms", "Mean ITL (ms):", ".2f"),
-    ("itl_median_ms", "Median ITL (ms):", ".2f"),
-    ("itl_p95_ms", "P95 ITL (ms):", ".2f"),
-    ("itl_p99_ms", "P99 ITL (ms):", ".2f"),
-]
-
-
-def benchmark_block(rec: RunRecord) -> str:
-    """One run in the seed's "Serving Benchmark Result" layout; metrics it lacks are left out, not invented."""
-    lines = [" Serving Benchmark Result ".center(50, "=")]
-    if not rec.measured:
-        lines.append(f"status: {rec.status.value}" + (f" ({rec.reason})" if rec.reason else ""))
-    for key, label, fmt in _BLOCK:
-        if key is None:
-            lines.append(label.center(50, "-"))
-        elif key in rec.metrics:
-            lines.append(f"{label:<41}{format(rec.metrics[key], fmt)}")
-    lines.append("=" * 50)
-    return "\n".join(lines)
-
-
-def _runs(doc: _Doc, report: Report) -> None:
-    doc.h("Runs")
-    for rec in report.results.records:
-        doc.h3(f"{rec.id} ({rec.label}, {rec.profile}" + (f", repeat {rec.repeat}" if rec.repeat else "") + ")")
-        doc.p(f"{rec.engine} {rec.model}, backend parameters:")
-        doc.code("\n".join(rec.cli_flags) or "(none)")
-        doc.code(benchmark_block(rec))
-
-
 FORMATS = ("text", "markdown", "json")
 
 
 def render(report: Report, fmt: str = "text") -> str:
-    """`text`, `markdown` (adds each run's Serving Benchmark Result block) or `json`."""
+    """The report: `text`, `markdown` (the appendix apart: farm.report.appendix) or `json` (all of it: data)."""
     if fmt == "json":
         return json.dumps(report_json(report), indent=2) + "\n"
     if fmt not in FORMATS:
         raise UserError(f"unknown report format '{fmt}' (text, markdown, json)", key="--format")
     doc = _Doc(markdown=fmt == "markdown")
     doc.title(report.title)
-    sections: list[Callable[[_Doc, Report], None]] = [_conclusion, _definitions, capacity_section, _checks, _cross, _evidence, _rates,
-                                                      _conditions, _provenance, gpu_time_section, energy_cost_section, search_sections, _reference,
-                                                      _engines, engine_matchups_section, _limits, _steps, _trials,
-                                                      _nodes]
-    for section in sections + ([_runs] if doc.md else []):
+    # The Conclusion is the first screen; every section after it is opened on purpose, and every
+    # trial's row and every run's figures are the appendix's (farm/report/appendix.py).
+    sections: list[Callable[[_Doc, Report], None]] = [
+        _conclusion, _why, _definitions, capacity_section, _checks, _cross, _evidence, _rates, _conditions,
+        _provenance, gpu_time_section, energy_cost_section, search_sections, _reference, _engines,
+        engine_matchups_section, _steps, _nodes]
+    for section in sections:
         section(doc, report)
-    if not doc.md:
-        doc.p("(--format markdown adds each run's Serving Benchmark Result block.)")
     return doc.text()

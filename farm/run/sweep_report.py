@@ -22,8 +22,8 @@ from farm.errors import SLONotMet, UserError
 from farm.analysis.accelerator import gpu_models
 from farm.analysis.records import Results, records_from_trials, write_results_file
 from farm.report.capacity_text import capacity_line
-from farm.report import (Report, profile_numbers, render, report_for, summary_markdown, trial_verdicts, verdict_line,
-                         warning_groups, write_plots)
+from farm.report import (Report, profile_numbers, report_for, summary_markdown, trial_verdicts, verdict_line,
+                         warning_groups, write_report_files)
 from farm.analysis.results import TrialResult
 from farm.study.spec import Study
 
@@ -119,7 +119,8 @@ def build_from_records(study: Study, grid: str | None, records: Results, outdir:
                        strategy: str = "best", extra=None, baseline: str | None = None
                        ) -> tuple[Report | None, str | None, list[Path]]:
     """`build` over records already read from a store (`farm.store.base.SweepStore.records`).
-    `outdir` None: the report alone, no files (`farm report` without --out skips matplotlib)."""
+    `outdir` None: the report alone, no files (`farm report` without --out skips matplotlib); else
+    results.json, report.md, appendix.md, recommendation.txt and plots/ in it."""
     files = []
     if outdir is not None:
         outdir.mkdir(parents=True, exist_ok=True)
@@ -132,11 +133,10 @@ def build_from_records(study: Study, grid: str | None, records: Results, outdir:
         extra(report)
     if outdir is None:
         return report, None, files
-    (outdir / schema.REPORT_MARKDOWN).write_text(render(report, "markdown"))
-    files.append(outdir / schema.REPORT_MARKDOWN)
+    # report.md, the appendix beside it (every trial's row and every run's figures) and the plots
+    files += write_report_files(report, outdir)
     (outdir / schema.REPORT_RECOMMENDATION).write_text(report.selection.recommended.command + "\n")
     files.append(outdir / schema.REPORT_RECOMMENDATION)
-    files += [Path(p) for p in write_plots(report, outdir / schema.REPORT_PLOTS)]
     return report, None, files
 
 

@@ -141,8 +141,9 @@ def finish_sweep(uri: str, sweep_id: str, status: str, files: list[Path] | None 
     for path in files or []:
         if path.is_dir():
             c.log_artifacts(sweep_id, str(path), S.REPORT_DIR)
-        elif path.is_file():
-            c.log_artifact(sweep_id, str(path), S.REPORT_DIR)
+        elif path.is_file():  # the plots keep their folder: report.md links plots/<name>.png
+            sub = f"{S.REPORT_DIR}/{S.REPORT_PLOTS}" if path.parent.name == S.REPORT_PLOTS else S.REPORT_DIR
+            c.log_artifact(sweep_id, str(path), sub)
     c.set_tag(sweep_id, S.STATUS_TAG, status)
     c.set_terminated(sweep_id, status=S.SWEEP_END_STATUS.get(status, "FAILED"))
 

@@ -61,7 +61,8 @@ def test_the_report_says_what_a_million_tokens_cost_and_how_it_was_priced(h200):
     assert "Dollars per million tokens (prompt + output) on `sharegpt_synthetic`, at H200 $3.5 per GPU-hour: " \
            "recommended $0.08444 [$0.07489, $0.09677]" in conclusion
     assert "baseline $0.09696 [$0.07965, $0.1239]" in conclusion
-    assert "recommended not measured (not recorded: the run is from before farm sampled GPUs)" in conclusion
+    assert ("Energy per million tokens on `sharegpt_synthetic`: not measured for recommended or baseline (not "
+            "recorded: the run is from before farm sampled GPUs).") in conclusion
     section = text.split("## Cost and energy per million tokens", 1)[1].split("\n## ", 1)[0]
     assert "2.972 GPU-hours of H200: $10.4" in section
 

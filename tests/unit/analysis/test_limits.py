@@ -15,7 +15,7 @@ import pytest
 from farm.analysis.limits import EffectiveLimits, effective_limits, limits_apart
 from farm.analysis.records import results_from_data, results_to_data
 from farm.engines import get_engine
-from farm.report import render, report_for
+from farm.report import render, render_appendix, report_for
 
 ROOT = Path(__file__).resolve().parents[3]
 VLLM = SGL = ROOT / "bench" / "h200" / "engine-logs"
@@ -108,7 +108,7 @@ def test_the_engine_comparison_names_its_engines_limits(seed_data, study):
     engines_section = text.split("Engines on defaults")[1].split("\n#")[0]
     assert "Requests at once" in engines_section and "1,024 (default)" in engines_section and "| 79 |" in engines_section
     assert "clearly different effective limits" in engines_section and "requests at once: vllm 1,024, sglang 79" in engines_section
-    assert "Effective limits (from the engine logs)" in text
+    assert "Effective limits (from the engine logs)" in render_appendix(report, "markdown")
 
 
 def test_limits_survive_the_results_file(seed_data, study):

@@ -8,7 +8,7 @@ from conftest import REPO
 from farm.analysis.records import records_from_trials
 from farm.analysis.results import ProfileRun, RunMetrics, Status, TrialResult
 from farm.engines import get_engine
-from farm.report import render, report_for
+from farm.report import render_appendix, report_for
 from farm.study.grid import expand
 from farm.study.load import load_study
 
@@ -51,9 +51,9 @@ def test_a_cache_the_engine_could_not_load_is_a_cold_start_with_its_reason():
     assert second.start_cache_unusable == REASON
 
 
-def test_the_provenance_table_shows_it():
+def test_the_appendix_starts_table_shows_it():
     _, report = _report()
-    text = render(report, "markdown")
+    text = render_appendix(report, "markdown")
     table = text.split("| Trial | Node | Engine start (s) | Compile cache |", 1)[1].split("\n\n", 1)[0]
     rows = {line.split(" | ")[0][2:]: line for line in table.splitlines() if line.startswith("| max-num-seqs")}
     assert rows["max-num-seqs=1"].endswith("| cold |")

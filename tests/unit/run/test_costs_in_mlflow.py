@@ -64,4 +64,4 @@ def test_the_sweeps_note_leads_with_the_first_screen(h200):
     assert report.selection.recommended.command in head
     assert "**Decisions**" in head and "(baseline): " in head
     assert "Dollars per million tokens (prompt + output) on `sharegpt_synthetic`, at H200 $3.5 per GPU-hour" in head
-    assert "Energy per million tokens" in head and "not measured (not recorded" in head
+    assert "Energy per million tokens" in head and "not measured for recommended or baseline (not recorded" in head

@@ -150,6 +150,23 @@ def test_the_terminal_groups_the_checks_and_ends_with_the_recommendation(ended, 
     assert all(not line.startswith("sweep id") for line in lines[rec_at:])
 
 
+def test_the_stored_report_links_its_appendix_and_plot_stored_beside_it(ended, capsys):
+    _finish(ended, "normal", capsys)
+    uri, outcome, _ = ended["normal"]["capture"]
+    with tempfile.TemporaryDirectory() as tmp:
+        def stored(path: str) -> Path:
+            return Path(MlflowClient(uri).download_artifacts(outcome.sweep_id, f"{schema.REPORT_DIR}/{path}", tmp))
+
+        report_md = stored("report.md").read_text()
+        # the links resolve in MLflow's report/ as in --out DIR: the plots keep their folder
+        assert "[appendix.md](appendix.md)" in report_md and "](plots/total_tps_by_profile.png)" in report_md
+        assert "Serving Benchmark Result" not in report_md
+        # every run the sweep's results file holds (the failed trial's too, with its status)
+        runs = json.loads(stored(schema.REPORT_RESULTS).read_text())["runs"]
+        assert stored("appendix.md").read_text().count(" Serving Benchmark Result ") == len(runs) > 3 * 3 * 2
+        assert stored("plots/total_tps_by_profile.png").stat().st_size > 0
+
+
 def test_quiet_prints_the_command_and_the_sweep_id_only(ended, capsys):
     out = _finish(ended, "quiet", capsys).out
     uri, outcome, _ = ended["quiet"]["capture"]

@@ -1,5 +1,5 @@
 """What the lent H200 measured (bench/h200/) stays reproducible: `farm analyze` turns the committed
-results file into the committed report, and every run in it carries its provenance."""
+results file into the committed report and its appendix, and every run in it carries its provenance."""
 
 from __future__ import annotations
 
@@ -11,11 +11,18 @@ from tests.conftest import run_farm
 H200 = Path(__file__).resolve().parents[3] / "bench" / "h200"
 
 
-def test_farm_analyze_reproduces_the_committed_report():
+def test_farm_analyze_reproduces_the_committed_report(tmp_path):
     out = run_farm("analyze", "--results", "bench/h200/results.json", "--config", "configs/h200-dummy.yaml",
                    "--format", "markdown")
     assert out.returncode == 0, out.stderr
     assert out.stdout == (H200 / "report.md").read_text()
+    # --out writes the same report, and the appendix it links (every trial's row, every run's figures)
+    written = run_farm("analyze", "--results", "bench/h200/results.json", "--config", "configs/h200-dummy.yaml",
+                       "--format", "markdown", "--out", str(tmp_path))
+    assert written.returncode == 0, written.stderr
+    assert (tmp_path / "report.md").read_text() == out.stdout == written.stdout
+    assert (tmp_path / "appendix.md").read_text() == (H200 / "appendix.md").read_text()
+    assert "[appendix.md](appendix.md)" in out.stdout and "(plots/total_tps_by_profile.png)" in out.stdout
     # the seed's numbers beside farm's, and the dummy-weights caveat, are part of it
     assert "## Against the seed" in out.stdout and "Dummy weights: the real architecture" in out.stdout
     # both engines' sweeps, set against each other with the limits each ran under

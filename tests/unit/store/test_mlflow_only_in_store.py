@@ -26,6 +26,9 @@ NAMES = {v for k, v in vars(schema).items() if k.isupper() and isinstance(v, str
 NOT_STORE_NAMES = {
     ("actors/machine.py", "farm.machine"): "the Ray node label that names a machine, not the MLflow tag",
     ("actors/bench.py", "command.txt"): "a file of the trial's own directory (uploaded under files/, as engine.log)",
+    ("farm/report/layout.py", "report.md"): "the report's own file in the folder --out DIR writes (its appendix links "
+                                            "it); the store keeps that folder as it is under report/ "
+                                            "(tests/unit/report/test_first_screen.py pins the names alike)",
 }
 
 
