@@ -11,6 +11,7 @@ from farm.report.checks import interval_text
 from farm.report.doc import Doc as _Doc
 from farm.report.models import Report
 from farm.report.energy_cost import conclusion_lines
+from farm.report.layout import APPENDIX, PLOTS
 from farm.report.text import _ci_cell, _conf, _labels, _num, _signed, conclusion_decisions
 
 
@@ -90,7 +91,10 @@ def summary_markdown(report: Report, *, heading: str | None = None, gpu_hours: f
     if counts:
         doc.p("Checks: " + ", ".join(f"`{c}` x{n}" for c, n in counts.items()) + ".")
     if report_path:
-        doc.p(f"The whole report: `{report_path}` (artifacts).")
+        # the appendix and the plots sit beside it (farm/report/layout.py)
+        beside = report_path.rsplit("/", 1)[0] + "/" if "/" in report_path else ""
+        doc.p(f"The whole report: `{report_path}` (artifacts); every trial's row and every run's figures beside it in "
+              f"`{beside}{APPENDIX}`, the plots in `{beside}{PLOTS}/`.")
     return doc.text()
 
 

@@ -165,6 +165,9 @@ def test_the_stored_report_links_its_appendix_and_plot_stored_beside_it(ended, c
         runs = json.loads(stored(schema.REPORT_RESULTS).read_text())["runs"]
         assert stored("appendix.md").read_text().count(" Serving Benchmark Result ") == len(runs) > 3 * 3 * 2
         assert stored("plots/total_tps_by_profile.png").stat().st_size > 0
+    # and the sweep's run note says where they are
+    note = MlflowClient(uri).get_run(outcome.sweep_id).data.tags["mlflow.note.content"]
+    assert "every run's figures beside it in `report/appendix.md`, the plots in `report/plots/`" in note
 
 
 def test_quiet_prints_the_command_and_the_sweep_id_only(ended, capsys):
