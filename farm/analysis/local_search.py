@@ -268,7 +268,8 @@ def samples_of(results: Sequence[TrialResult], rung: Rung, min_success_rate: flo
 
 def blocks_of(results: Sequence[TrialResult], rung: Rung, min_success_rate: float = 0.0) -> dict[str, dict[str, list[float]]]:
     """Trial id -> machine key -> the total tok/s of its runs of `rung` there (`UNKNOWN` for runs that
-    recorded no machine): a step resumed on another lent machine is two machines' runs."""
+    recorded no machine): a step resumed on another lent machine is two machines' runs. A control's
+    runs (`node_control_of`: the incumbent raced again where the step resumed) are its trial's."""
     out: dict[str, dict[str, list[float]]] = {}
     for res in results:
         for run in res.runs:
@@ -277,7 +278,9 @@ def blocks_of(results: Sequence[TrialResult], rung: Rung, min_success_rate: floa
             m = run.metrics
             if run.status == Status.ok and m is not None and m.total_tps is not None and \
                     (m.success_rate is None or m.success_rate >= min_success_rate):
-                out.setdefault(res.trial.id, {}).setdefault(run.machine or UNKNOWN, []).append(float(m.total_tps))
+                # a control of a trial (the incumbent raced again where a step resumed) is that trial
+                who = res.trial.node_control_of or res.trial.id
+                out.setdefault(who, {}).setdefault(run.machine or UNKNOWN, []).append(float(m.total_tps))
     return out
 
 

@@ -22,7 +22,7 @@ from farm.analysis.results import HeldSpan, Status, TrialResult
 from farm.store import searches, tracking
 from farm.study.grid import RUN_OVERHEAD_S, MeasuredDurations, run_seconds, trial_starts
 from farm.study.spec import Study
-from farm.study.trial import Trial
+from farm.study.trial import Trial, node_control_id
 
 def knob_flags(trials: list[Trial]) -> dict[str, set[str]]:
     """Trial id -> the flags its knobs rendered (a knob is the coordinate, not its flags)."""
@@ -200,6 +200,29 @@ def plan_of(study: Study, grid: str, trials: list[Trial], start: str, results: l
                    repair_start=study.repair_start, recorded_steps=recorded_steps, margin=study.equivalence_margin)
 
 
+def resume_control(p: ls.SearchPlan, results: list[TrialResult], by_id: dict[str, Trial]) -> Trial | None:
+    """The incumbent once more, first, when a resume picks up a step midway: its trials so far ran
+    on the machine of an earlier sitting, and a lent GPU machine lasts one sitting, so the step's
+    remaining trials would run on a machine the incumbent never ran on and could not be told from it
+    (farm/analysis/stats/blocks.py: across machines only through a control). Raced as a control of
+    the incumbent (its own trial, `<incumbent>@resume<step>.<k>`, never ranked), its runs join the
+    incumbent's on this machine (ls.blocks_of). None where the step has not begun, the incumbent
+    is among the trials still to run, or this is the final comparison."""
+    if p.final or not p.steps or not p.trials:
+        return None
+    step = p.steps[-1]
+    if step.outcome != "pending" or step.incumbent not in step.so_far or step.incumbent in p.trials:
+        return None
+    incumbent = by_id.get(step.incumbent)
+    if incumbent is None:
+        return None
+    k = 1 + sum(1 for r in results if r.trial.node_control_of == step.incumbent
+                and any(run.pass_index == step.index for run in r.runs))
+    return incumbent.model_copy(update={"id": node_control_id(incumbent.id, f"resume{step.index}.{k}"),
+                                        "name": f"{incumbent.label}@resume{step.index}.{k}",
+                                        "node_control_of": incumbent.id})
+
+
 def search_trials(study: Study, trials: list[Trial], results: list[TrialResult],
                   recorded: Sequence[ls.Repair] = ()) -> list[Trial]:
     """The grid's trials and the repaired ones the search may race (a job needs its trial)."""
@@ -230,6 +253,7 @@ def run_local(study: Study, grid: str, trials: list[Trial], *, start: str, track
     # this machine's memory-fit model or this version's repairs would choose another.
     began = searches.recorded_local_search_plan(tracking_uri, sweep_id)
     began_steps = began.steps if began is not None else []
+    resuming = True  # the first plan of this call: a step begun by an earlier one gets its control first
     while True:
         stored = tracking.load_results(tracking_uri, sweep_id)
         p = plan_of(study, grid, trials, start, stored, measured, estimate, recorded_steps=began_steps)
@@ -247,6 +271,11 @@ def run_local(study: Study, grid: str, trials: list[Trial], *, start: str, track
             # A start not yet seen to serve runs alone first: if it cannot start, no neighbour is
             # raced against it (the next plan repairs it, or says why the search stops).
             todo = todo[:1]
+        control = resume_control(p, stored, by_id) if resuming else None
+        resuming = False
+        if control is not None:
+            by_id[control.id] = control
+            todo = [control.id] + list(todo)
         jobs = [make_job(by_id[t], rung) for t in todo]
         done: list[str] = []  # the trials of this step stored so far
 

@@ -88,6 +88,42 @@ def test_a_finished_search_resumed_runs_nothing_again(search):
     assert after == before
 
 
+@pytest.mark.slow
+def test_a_search_resumed_midway_through_a_step_races_its_incumbent_again_first(search, tmp_path):
+    """A lent GPU machine lasts one sitting: a step resumed on the next machine would race its
+    remaining trials where the incumbent never ran, and they could not be told from it. On a resume
+    that picks up a step midway (here: one of step 1's neighbours lost, as with a machine taken back
+    mid-trial), the incumbent is raced again first, as a control of itself, and the search goes on
+    to the same answer."""
+    import shutil
+
+    _, uri, sweep_id, tmp, path, ray_head = search
+    store = tmp_path / "store"
+    store.mkdir()
+    shutil.copy(tmp / "mlflow.db", store / "mlflow.db")
+    uri2 = f"sqlite:///{store / 'mlflow.db'}"
+    before = json.loads(run_farm("report", sweep_id, "--tracking-uri", uri2, "--format", "json", cwd=tmp).stdout)
+    (ls,) = before["local_search"]
+    step = ls["steps"][0]
+    incumbent, lost = step["incumbent"], next(t for t in step["race"][1:] if t != step.get("moved_to"))
+    client = MlflowClient(uri2)
+    exp = client.get_run(sweep_id).info.experiment_id
+    (run,) = client.search_runs([exp], filter_string=f"tags.`farm.trial_id` = '{lost}'")
+    client.delete_run(run.info.run_id)
+    proc = run_farm("sweep", "--config", str(path), "--grid", "corners", "--resume", sweep_id, "--tracking-uri", uri2,
+                    "--workdir", str(tmp_path / "runs"), "--address", ray_head, cwd=tmp, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    starts = [line for line in proc.stdout.splitlines() if line.startswith("[") and "] start " in line]
+    assert starts and "@resume1.1" in starts[0], starts
+    control = client.search_runs([exp], filter_string=f"tags.`farm.trial_id` = '{incumbent}@resume1.1'")
+    assert len(control) == 1 and control[0].data.tags.get("farm.status") == "ok"
+    after = json.loads(run_farm("report", sweep_id, "--tracking-uri", uri2, "--format", "json", cwd=tmp).stdout)
+    assert after["recommended"] == before["recommended"]
+    (ls_after,) = after["local_search"]
+    # the incumbent's runs of step 1: its own and its control's, one sample on the one machine here
+    assert ls_after["steps"][0]["incumbent_runs"] > step["incumbent_runs"]
+
+
 @pytest.mark.parametrize("args, words", [
     (["--from", SLOW], "--from: only with --strategy local"),
     (["--strategy", "local"], "--strategy: --strategy local starts from the serve command you run today"),
