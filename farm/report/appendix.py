@@ -1,7 +1,8 @@
 """The report's appendix (appendix.md beside report.md): what a reader opens on purpose, never on the
-first screen: every number's definition, every trial's row on every profile, each trial's start, limits and GPU time, both rates'
-ranks, and every run's figures in the seed's Serving Benchmark Result block. `write_report_files`
-writes report.md, the appendix and the plots into one folder (`--out DIR`, a sweep's `report/`)."""
+first screen: every number's definition, every trial's row on every profile, each trial's start,
+limits and GPU time, both rates' ranks, and every run's figures in the seed's Serving Benchmark
+Result block. `write_report_files` writes report.md, the appendix and the plots into one folder
+(`--out DIR`, a sweep's `report/`)."""
 
 from __future__ import annotations
 

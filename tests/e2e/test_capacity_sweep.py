@@ -93,7 +93,8 @@ def test_the_report_shows_every_load_tried(swept):
 
 def test_plots_and_search_steps_are_in_mlflow(swept):
     client = MlflowClient(swept["uri"])
-    plots = {os.path.basename(a.path) for a in client.list_artifacts(swept["summary"]["sweep_id"], "report")}
+    # in report/plots/, as report.md links them
+    plots = {os.path.basename(a.path) for a in client.list_artifacts(swept["summary"]["sweep_id"], "report/plots")}
     assert {f"capacity_curves_{PROFILE}.png", f"capacity_{PROFILE}.png"} <= plots
     # the sweep's run carries the recommendation's capacity, for the experiment's table
     assert client.get_run(swept["summary"]["sweep_id"]).data.metrics[f"recommended/{PROFILE}/capacity"] == 3
