@@ -16,7 +16,9 @@ from farm.inputs import tracking_source
 @click.option("--tracking-uri", type=opt.TRACKING_URI, default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
 @click.option("--strategy", type=click.Choice(["best", "stepwise"]), default="best", show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
-@click.option("--out", "out", type=opt.DIRECTORY, default=None, metavar="DIR", help="Also write report.md, results.json and plots into DIR.")
+@click.option("--out", "out", type=opt.DIRECTORY, default=None, metavar="DIR",
+              help="Also write report.md, appendix.md (every trial's row and every run's figures), results.json, "
+                   "recommendation.txt and plots/ into DIR.")
 @click.option("--baseline", type=opt.NAME, default=None, metavar="TRIAL",
               help="Trial id or name to compare against (default: the sweep's study's baseline, else the engine-default trial).")
 @opt.price_option

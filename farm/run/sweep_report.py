@@ -43,7 +43,8 @@ def _why(exc: UserError) -> Why:
 
 def build(study: Study, grid: str | None, results: list[TrialResult], sweep_id: str, outdir: Path,
           strategy: str = "best", uri: str | None = None) -> tuple[Report | None, str | None, list[Path]]:
-    """Report, or why there is none, and the files written (report.md, results.json, plots)."""
+    """Report, or why there is none, and the files written (report.md, appendix.md, results.json,
+    recommendation.txt, plots)."""
     records = records_from_trials(results, study, grid=grid, sweep_id=sweep_id)
     estimate = None
     if uri and study.strategy == "local":
