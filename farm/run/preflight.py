@@ -13,6 +13,7 @@ import re
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from textwrap import shorten
 from urllib.parse import urlparse
 
 from farm.analysis.results import TrialResult
@@ -63,10 +64,11 @@ def _is_sqlite(path: Path) -> bool:
         return False
 
 
-def check_tracking_uri(uri: str, *, key: str = "--tracking-uri") -> None:
+def check_tracking_uri(uri: str, *, key: str = "--tracking-uri", to_write: bool = True) -> None:
     """The MLflow store can be reached (a server answers) or created (its directory exists); its
     form (sqlite:///PATH or http(s)://) was checked by `farm.inputs`. `key`: where the URI came
-    from (`farm.inputs.tracking_source`: the option, MLFLOW_TRACKING_URI or the default)."""
+    from (`farm.inputs.tracking_source`: the option, MLFLOW_TRACKING_URI or the default).
+    `to_write=False`: a command that only reads (a store on read-only media is fine)."""
     read_tracking_uri(uri, option=key)  # the forms farm takes (a URI from a caller other than the CLI, too)
     db = sqlite_path(uri)
     if uri.startswith("sqlite:"):
@@ -84,7 +86,7 @@ def check_tracking_uri(uri: str, *, key: str = "--tracking-uri") -> None:
             raise UserError(f"the SQLite store {db} is not a file", key=key)
         if db.is_file() and db.stat().st_size and not _is_sqlite(db):
             raise UserError(f"{db} is not a SQLite database", key=key)
-        if not os.access(folder if not db.exists() else db, os.W_OK):
+        if to_write and not os.access(folder if not db.exists() else db, os.W_OK):
             raise UserError(f"the SQLite store is not writable: {db if db.exists() else folder}", key=key)
         return
     parsed = urlparse(uri)
@@ -122,8 +124,10 @@ def _check_server_login(uri: str, key: str) -> None:
 
 def check_store_to_read(uri: str, *, key: str = "--tracking-uri") -> None:
     """A store that commands only read (report, status): reachable, and, for SQLite, already
-    there (opening a missing one would create an empty store and then say "no sweep")."""
-    check_tracking_uri(uri, key=key)
+    there (opening a missing one would create an empty store and then say "no sweep"), and not
+    damaged. Writable or not: it is only read (`farm.store.tracking.client` opens a SQLite store
+    that cannot be written read-only)."""
+    check_tracking_uri(uri, key=key, to_write=False)
     db = sqlite_path(uri)
     if db is not None and not db.is_file():
         raise UserError(f"there is no tracking store at {db}", key=key)
@@ -142,10 +146,17 @@ def _check_mlflow_tables(db: Path, key: str) -> None:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            # every page, not only the schema's: a store damaged in its runs' pages reads as one
+            # without the sweep (MLflow's lookups fail and are taken for an unknown id)
+            problems = [r[0] for r in con.execute("PRAGMA quick_check(3)")]
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:
-        raise UserError(f"{db} cannot be read as a SQLite database ({exc})", key=key) from None
+        raise UserError(f"{db} is damaged: it cannot be read as a SQLite database ({exc}); restore it from a copy",
+                        key=key) from None
+    if problems != ["ok"]:
+        raise UserError(f"{db} is damaged: SQLite's check found {shorten(problems[0], 120)!r}"
+                        f"{' and more' if len(problems) > 1 else ''}; restore it from a copy", key=key)
     missing = {"experiments", "runs", "alembic_version"} - tables
     if missing:
         raise UserError(f"{db} is not an MLflow store (no {', '.join(sorted(missing))} table): farm reads the stores "
@@ -267,13 +278,17 @@ class ResumePoint:
         return [t.model_copy(update={"id": self.renamed[t.id]}) if t.id in self.renamed else t for t in trials]
 
 
-def check_resume(uri: str, sweep_id: str, study: Study, grid: str, trials: list[Trial]) -> ResumePoint:
-    """The sweep exists in this store and is of this study and grid, with the same trials."""
+def check_resume(uri: str, sweep_id: str, study: Study, grid: str, trials: list[Trial], *,
+                 store_key: str = "--tracking-uri") -> ResumePoint:
+    """The sweep exists in this store and is of this study and grid, with the same trials
+    (`store_key`: where the store came from, named when it is damaged)."""
     key = "--resume"
     db = sqlite_path(uri)
     if db is not None and not db.is_file():
         # Opening a missing SQLite store would create it: say what is wrong instead.
         raise UserError(f"no sweep with id '{sweep_id}': there is no tracking store at {db}", key=key)
+    if db is not None:  # a damaged store is named as such, not taken for one without the sweep
+        _check_mlflow_tables(db, store_key)
     store = MlflowStore(uri)
     info = store.sweep(sweep_id)
     if info is None:
@@ -319,5 +334,5 @@ def check_sweep(study: Study, trials: list[Trial], *, grid: str, address: str | 
     if address is not None:
         check_ray_address(address, key=address_key)
     if resume:
-        return check_resume(tracking_uri, resume, study, grid, trials)
+        return check_resume(tracking_uri, resume, study, grid, trials, store_key=tracking_key)
     return None
