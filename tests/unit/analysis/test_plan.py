@@ -297,3 +297,25 @@ def test_runs_on_machines_of_one_hostname_are_told_apart_by_their_node_id():
     legacy = merged.model_copy(update={"runs": [r.model_copy(update={"node_id": None}) for r in merged.runs]})
     nodes = {(r.trial, r.profile, r.repeat): r.node for r in records_from_trials([legacy, other], study).records}
     assert nodes[("mock-1", "p", 0)] == "vm-aaaaaaaa" and nodes[("mock-1", "p", 1)] == "vm"
+
+
+def test_the_committed_vllm_cpu_auto_run_is_judged_at_its_second_look_and_decided():
+    """bench/vllm-cpu/decisive: `--repeats auto` on vLLM's CPU build, --max-num-seqs 16 against 1,
+    real runs. Its default budget (3 x 16 first-pass runs) plans five looks; after pass 2 (5 runs
+    each on `generation`) its report judges the second look's level, at which 16 is better."""
+    from pathlib import Path
+
+    from farm.analysis.results_file import read_results_file
+    from farm.analysis.select import select, settings_for
+    from farm.study.load import load_study
+
+    repo = Path(__file__).resolve().parents[3]
+    results = read_results_file(repo / "bench/vllm-cpu/decisive/auto/results.json")
+    study = load_study(repo / "configs/tiny-vllm-cpu.yaml").model_copy(update={"repeats": "auto"})
+    settings = settings_for(results, study, grid="ci")
+    assert settings.alpha == plan.alpha_for("auto", 2, 5) and settings.alpha > 0.0035
+    v = select(results, settings).verdict()
+    names = {r.trial: r.name for r in results.records}
+    assert names[v.leader] == "max-num-seqs=16"
+    [c] = v.comparisons
+    assert c.decision == "better" and c.ci_low_pct > 50 and (c.n_a, c.n_b) == (5, 5)
