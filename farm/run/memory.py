@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from farm.analysis.memory_fit import FitPrediction, KvCheck, NoPrediction, NotPredicted, trial_fit
+from farm.analysis.memory_fit import GPU_MEMORY_BYTES, FitPrediction, KvCheck, NoPrediction, NotPredicted, trial_fit
+from farm.engines import get_engine
 from farm.errors import UserError
 from farm.inputs import read_json_file
 from farm.store import schema
 from farm.analysis.memory_fit import check_lines as kv_check_lines
+from farm.study.sections import AUTO_ACCELERATOR
 from farm.study.spec import Study
 from farm.study.trial import Trial
 
@@ -50,16 +52,50 @@ def predictions(study: Study, trials: list[Trial]) -> dict[str, FitPrediction | 
     return out
 
 
+def why_not_predicted(study: Study, trial: Trial) -> str | None:
+    """Why a GPU trial has no memory-fit prediction (`predictions` gave None): its engine has no
+    memory model, its GPU model is not named or not known, its model has no config.json here (a
+    hub id: farm looks nothing up), or its flags give no memory settings. None: a trial holding no
+    GPU (nothing to size)."""
+    if not trial.gpus:
+        return None
+    adapter = get_engine(trial.engine)
+    if adapter.memory_reserve is None:
+        return f"farm has no memory model for engine {trial.engine}"
+    gpu = study.engines[trial.engine].accelerator_type if trial.engine in study.engines else None
+    if gpu == AUTO_ACCELERATOR:
+        return "accelerator_type auto: the GPU model comes from the cluster when the sweep starts"
+    if gpu is None:
+        return "no GPU model named (the study's accelerator_type, or --accelerator NAME)"
+    if gpu not in GPU_MEMORY_BYTES:
+        return f"farm does not know the memory of a {gpu} (it knows {', '.join(GPU_MEMORY_BYTES)})"
+    config = _config(trial.model)
+    if config is None:
+        name = trial.model
+        if name.startswith(("/", "~", ".")) or Path(name).expanduser().exists():
+            return f"no config.json in {name}"
+        return f"no config.json for {name} here (a hub id; no network)"
+    model = study.models.get(trial.model_key)
+    if adapter.memory_settings(trial.all_flags, model.quantization if model else None) is None:
+        return f"farm's memory model for {trial.engine} cannot read this trial's flags"
+    return None
+
+
 def unfit_trials(study: Study, trials: list[Trial]) -> dict[str, str]:
     """Trial id -> why it cannot fit, for the trials the predictor rules out (never started)."""
     return {tid: p.reason for tid, p in predictions(study, trials).items() if p is not None and not p.fits}
 
 
-def fit_line(p: FitPrediction | NoPrediction | None) -> str:
+UNPREDICTED = "so no fit, KV-cache tokens or state blocks"  # what a trial without a prediction goes without
+
+
+def fit_line(p: FitPrediction | NoPrediction | None, why: str | None = None) -> str:
+    """A trial's memory line; `why`: why there is no prediction (`why_not_predicted`) where `p` is None."""
     if p is None:
-        return "memory: no prediction (no memory model for this engine, model or GPU)"
+        return (f"memory: not predicted: {why}; {UNPREDICTED}" if why else
+                "memory: no prediction (no memory model for this engine, model or GPU)")
     if isinstance(p, NoPrediction):
-        return f"memory: not predicted: {p.reason}"
+        return f"memory: not predicted: {p.reason}; {UNPREDICTED}"
     if not p.fits:
         return f"memory: pruned: does not fit: {p.reason}"
     if not p.static:

@@ -45,6 +45,37 @@ def missing_model_notes(trials: list[Trial]) -> list[str]:
             for path in local if not Path(path).expanduser().exists()]
 
 
+def price_lines(study: Study, grid: str, trials: list[Trial], cost) -> list[str]:
+    """The grid's estimated GPU-hours in dollars, per GPU model its trials run on, at the price
+    given (the study's `prices`, `--price`); where there is none, or the GPU model is not known
+    yet (accelerator_type auto), "not predicted" and why. Nothing for a grid that holds no GPU."""
+    from farm.study.sections import AUTO_ACCELERATOR
+
+    by_gpu: dict[str | None, list[Trial]] = {}
+    for t in trials:
+        if t.gpus:
+            by_gpu.setdefault(study.engines[t.engine].accelerator_type, []).append(t)
+    lines = []
+    for gpu, some in by_gpu.items():
+        if gpu == AUTO_ACCELERATOR:
+            lines.append("cost: not predicted: accelerator_type auto: the GPU model, and so its price, comes from "
+                         "the cluster when the sweep starts")
+            continue
+        if gpu is None:
+            lines.append("cost: not predicted: no GPU model named (the study's accelerator_type, or "
+                         "--accelerator NAME) to price")
+            continue
+        price = next((v for k, v in (study.prices or {}).items() if k.lower() == gpu.lower()), None)
+        if price is None:
+            lines.append(f"cost: not predicted: no price per GPU-hour for {gpu} (the study key `prices: {{{gpu}: USD}}` "
+                         f"or `--price {gpu}=USD`)")
+            continue
+        hours = cost.gpu_hours if len(some) == len(trials) else grid_cost(study, grid, trials=some).gpu_hours
+        lines.append(f"cost: ~{hours:.1f} GPU-hours of {gpu} at ${price:g} per GPU-hour: ~${hours * price:,.2f} "
+                     f"(the estimate above)")
+    return lines
+
+
 def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "normal",
                   measured: MeasuredDurations | None = None, durations_note: str | None = None,
                   start: str | None = None) -> None:
@@ -80,13 +111,16 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "nor
         print("compile caches shared through " + ("Ray's object store (this sweep)" if study.compile_cache == "ray"
                                                    else f"directory {study.compile_cache}"))
     print("cost of each grid" + (":" if measured else " at the seed's measured durations:"))
-    for cost in grid_costs(study, {grid: trials}, measured).values():
+    costs = grid_costs(study, {grid: trials}, measured)
+    for cost in costs.values():
         print(f"  {cost.line()}")
+    for line in price_lines(study, grid, trials, costs[grid]):
+        print(line)
     for line in missing_model_notes(trials):
         print(line)
     from farm.analysis.accelerator import auto_engines
     from farm.analysis.memory_fit import NoPrediction
-    from farm.run.memory import fit_line, predictions
+    from farm.run.memory import fit_line, predictions, why_not_predicted
 
     # accelerator_type auto: no GPU model to size memory by until the cluster names one
     waits = auto_engines(study, trials)
@@ -126,6 +160,8 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "nor
         print(f"  {commands[t.id]}")
         if fits.get(t.id) is not None:
             print(f"  {fit_line(fits[t.id])}")
+        elif (why := why_not_predicted(study, t)) is not None:  # a GPU trial farm cannot size: why
+            print(f"  {fit_line(None, why)}")
         if (why := trial_not_measurable(t)) is not None:
             print(f"  not started: {why}" if study.dummy_output_dependent == "skip" else
                   f"  one run of {study.grid_primary_profile(grid)} alone (dummy_output_dependent: speed)")
