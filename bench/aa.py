@@ -263,8 +263,16 @@ def batch_bootstrap(flags_by_batch: list[list[bool]], confidence: float = 0.95, 
     return float(np.quantile(rates, a)), float(np.quantile(rates, 1 - a))
 
 
+def read_batches(path: Path) -> list[dict]:
+    """A runs file's batches: JSON lines, gzip-compressed when its name ends in .gz (as committed)."""
+    import gzip
+
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
 def analyze(path: Path, args) -> int:
-    batches = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    batches = read_batches(path)
     per_batch = args.per_batch
     rows, by_batch = [], []
     for batch in batches:

@@ -183,7 +183,7 @@ def measure(args) -> Path:
 def analyze(path: Path, args) -> None:
     import aa
 
-    batches = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    batches = aa.read_batches(path)
     rows = []
     for batch in batches:
         for _, pair in aa.comparisons_of(batch, args.per_batch):
@@ -225,6 +225,17 @@ def analyze(path: Path, args) -> None:
 
         print(f"| {label} | {k} of {n} = {k / n:.1%} | {lo:.1%} - {hi:.1%} | {share('equivalent')} | "
               f"{share('undecided')} | {share('wrong')} |")
+    if args.check_pairs:
+        # The simulation at the difference and CV these runs had: does farm decide real runs as
+        # often as lognormal ones of the same spread?
+        diff, cv = ratios[n // 2] - 1, cvs[len(cvs) // 2]
+        r = simulate_row(diff, cv, args.check_pairs, np.random.default_rng(args.seed))
+        shares = {key: r[key].get("right", 0) / args.check_pairs
+                  for key in ("fixed3", "fixed5", "auto", "auto_default5")}
+        print()
+        print(f"Simulated at the measured median ratio and CV ({diff:+.1%} at {cv:.2%}, {args.check_pairs} pairs): "
+              f"right with repeats 3 {shares['fixed3']:.1%}, repeats 5 {shares['fixed5']:.1%}, auto max_runs "
+              f"{aa.AUTO_BUDGET} {shares['auto']:.1%}, auto default budget's first 2 looks {shares['auto_default5']:.1%}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
@@ -250,6 +261,8 @@ def main() -> int:
     ap.add_argument("--analyze", default=None, help="judge the batches of this runs file; measure nothing")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--check-pairs", type=int, default=2000, help="with --analyze or --measure: simulated pairs at the "
+                    "measured ratio and CV, printed beside the measured table (0: none)")
     args = ap.parse_args()
     if args.simulate:
         simulated(args.simulate, args.seed)
