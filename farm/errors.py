@@ -1,10 +1,31 @@
 """User-facing errors: one line naming the file, the key path and the reason.
 
 The CLI turns every `UserError` into that line on stderr and exit code 2, so a typo in a
-study file never ends in a traceback.
+study file never ends in a traceback. The line stays one line and short whatever it quotes (a
+pasted command, a file's text where a name belongs): `bounded_line` escapes what a terminal
+would not show as one line and cuts it at `MAX_LINE_CHARS`, saying how long it was.
 """
 
 from __future__ import annotations
+
+MAX_LINE_CHARS = 1000  # an error line's most characters: a terminal's few lines, never a pasted file
+
+
+def _escaped(char: str) -> str:
+    # Newlines, tabs, terminal escapes and lone surrogates (text with no UTF-8) as Python writes them.
+    if char.isprintable() and not 0xD800 <= ord(char) <= 0xDFFF:
+        return char
+    return repr(char)[1:-1]
+
+
+def bounded_line(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """`text` as one printable line of at most `limit` characters (more: its start, `...` and the
+    whole length, so a reader knows what was cut)."""
+    line = "".join(_escaped(c) for c in text)
+    if len(line) <= limit:
+        return line
+    tail = f"... ({len(line):,} characters in all)"
+    return line[: max(0, limit - len(tail))] + tail
 
 
 class UserError(Exception):
@@ -20,7 +41,7 @@ class UserError(Exception):
 
     def line(self) -> str:
         where = ": ".join(part for part in (self.file, self.key) if part)
-        return f"{where}: {self.reason}" if where else self.reason
+        return bounded_line(f"{where}: {self.reason}" if where else self.reason)
 
 
 class SLONotMet(UserError):

@@ -412,6 +412,14 @@ def _too_long(value: str, option: str) -> None:
         raise UserError(f"expected at most {MAX_OPTION_CHARS} characters, got {len(value)}", key=option)
 
 
+def command_option(value: str, *, option: str, max_len: int = 8192) -> str:
+    """A serve command or a trial's name (`--from`): read as a shell reads a pasted command, its
+    backslash-newline continuations joined and the line end a paste brings dropped; then one line of
+    at most `max_len` characters."""
+    return text_option(joined_continuations(value).strip(), option=option, what="a command or a trial",
+                       max_len=max_len)
+
+
 def text_option(value: str, *, option: str, what: str = "a name", max_len: int = 256) -> str:
     """A name given on the command line (grid, experiment, baseline): non-empty, one line."""
     if not value or not value.strip():
@@ -420,6 +428,37 @@ def text_option(value: str, *, option: str, what: str = "a name", max_len: int =
     if len(value) > max_len:
         raise UserError(f"expected {what} of at most {max_len} characters, got {len(value)}", key=option)
     return value
+
+
+def joined_continuations(command: str) -> str:
+    """`command` with its backslash-newline continuations removed, as a POSIX shell removes them:
+    outside quotes and inside double quotes, not inside single quotes (a pasted multi-line command
+    is one command; `\\r\\n` line ends too)."""
+    out: list[str] = []
+    i, quote, n = 0, "", len(command)
+    while i < n:
+        c = command[i]
+        if quote == "'":
+            quote = "" if c == "'" else quote
+            out.append(c)
+            i += 1
+            continue
+        if c == "\\" and i + 1 < n:
+            nxt = command[i + 1]
+            if nxt == "\n":
+                i += 2
+                continue
+            if nxt == "\r" and command[i + 2 : i + 3] == "\n":
+                i += 3
+                continue
+            out.append(c + nxt)
+            i += 2
+            continue
+        if c in "'\"" and (not quote or quote == c):
+            quote = "" if quote else c
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def file_path(value: str, *, option: str) -> str:
@@ -439,6 +478,38 @@ def sweep_id(value: str, *, option: str = "SWEEP_ID") -> str:
     if not _RUN_ID.fullmatch(value or ""):
         raise UserError(f"{quoted(value or '')} is not a sweep id (the run id farm printed: letters, digits, - and _)",
                         key=option)
+    return value
+
+
+# A name a user gives that farm puts into a file or folder name (a profile's guidellm reports
+# `<profile>-r<repeat>.json` in the trial's folder, a capacity plot `capacity_<profile>.png` in
+# the report's folder) or that names a sweep where one lands (study, grid, trial, experiment):
+# one portable path component, so that no name reaches outside the folder it is put in (`../x`,
+# `/abs`, `a/b`, `..`), hides (a leading dot), reads as an option (a leading dash) or overflows a
+# file name's 255 bytes with farm's suffixes.
+SAFE_NAME_MAX = 100
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,%d}" % (SAFE_NAME_MAX - 1))
+SAFE_NAME_RULE = f"letters, digits, '.', '_' and '-', not starting with '.' or '-', at most {SAFE_NAME_MAX} characters"
+
+
+def safe_name_problem(value: Any, what: str = "name") -> str | None:
+    """Why `value` cannot be a name farm puts in a path (`SAFE_NAME_RULE`), or None."""
+    if isinstance(value, str) and _SAFE_NAME.fullmatch(value):
+        return None
+    if not isinstance(value, str):
+        got = f"a {type(value).__name__}"
+    elif len(value) > SAFE_NAME_MAX:
+        got = f"{quoted(value)} ({len(value):,} characters)"
+    else:
+        got = quoted(value) if value else "an empty name"
+    return f"{got} is not a {what} farm can put in a file or folder name ({SAFE_NAME_RULE})"
+
+
+def safe_name_option(value: str, *, option: str) -> str:
+    """A name given on the command line that farm puts in a path (`--experiment`)."""
+    problem = safe_name_problem(value)
+    if problem:
+        raise UserError(problem, key=option)
     return value
 
 

@@ -33,6 +33,7 @@ from farm.analysis.start_phases import start_cache, start_phases
 from farm.engines import get_engine
 from farm.engines.base import parse_cli_flags, render_flags
 from farm.errors import UserError, key_path
+from farm.inputs import safe_name_problem
 from farm.secrets import redact_flags
 from farm.study.spec import CapacitySpec, EngineSpec, Study
 from farm.study.trial import legacy_control_of
@@ -342,6 +343,17 @@ class _FileResults(BaseModel):
     engine_versions: dict[str, StrictStr] = Field(default_factory=dict)
     deciding_metric: DecidingMetric = "total_tps"
     schema_version: StrictInt | None = None
+
+    @field_validator("profiles")
+    @classmethod
+    def _profile_names(cls, profiles: dict[str, ProfileInfo]) -> dict[str, ProfileInfo]:
+        # A report's plots are named by profile (`capacity_<profile>.png` in --out): one safe path
+        # component each, as a study's profiles (farm/inputs.py SAFE_NAME_RULE).
+        for name in profiles:
+            problem = safe_name_problem(name, "profile name")
+            if problem:
+                raise ValueError(problem)
+        return profiles
 
 
 _TYPE_WORDS = {

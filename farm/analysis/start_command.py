@@ -6,7 +6,10 @@ engine that owns its launcher (each engine module owns the inverse of its render
 checked against the engine's own flag list where farm keeps one (farm/engines/facts/), its model
 matched with the study's. Flags that no trial of the grid sets stay verbatim in every trial of
 the search, so the command farm recommends differs from the user's only where the search
-changed something; the others must equal one trial's, or the command is refused in one line.
+changed something; the others must equal one trial's, or the command is refused in one line
+naming the study file and the option or key (`--from`, `start`), quoting at most a short escaped
+excerpt of the command (a pasted command can be any length). A command is read as a shell reads
+it: lines continued with a backslash are one line (`shell_words`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 from farm.engines import get_engine
 from farm.engines.base import render_flag
 from farm.errors import UserError
+from farm.inputs import joined_continuations, quoted
 from farm.study.grid import select_trials
 from farm.study.spec import Study
 from farm.study.trial import Trial, model_identity, trial_id
@@ -30,20 +34,37 @@ def _rendered(flags: dict[str, Any]) -> dict[str, str]:
     return {name: " ".join(shown) for name, value in flags.items() if (shown := render_flag(name, value))}
 
 
+def shell_words(command: str) -> list[str]:
+    """The words a POSIX shell makes of `command` (continuations joined; no expansion); ValueError
+    for an unclosed quote."""
+    return shlex.split(joined_continuations(command))
+
+
 def start_of(study: Study, grid: str, trials: list[Trial], given: str, *, key: str = "--from") -> tuple[list[Trial], str]:
-    """(the grid's trials, with the command's extra flags where it has any; the start's id)."""
+    """(the grid's trials, with the command's extra flags where it has any; the start's id).
+
+    Refused in one `UserError` naming the study file and `key`."""
+    try:
+        return _start_of(study, grid, trials, given, key=key)
+    except UserError as exc:
+        if exc.file is None:
+            exc = type(exc)(exc.reason, file=study.source, key=exc.key or key)
+        raise exc from None
+
+
+def _start_of(study: Study, grid: str, trials: list[Trial], given: str, *, key: str) -> tuple[list[Trial], str]:
     if not given.strip():
         raise UserError("expected a trial of the grid or a serve command, got nothing", key=key)
     try:  # a trial of the grid, by name or id
         (tid,) = select_trials(trials, [given], key=key)
         return trials, tid
     except UserError:
-        if len(given.split()) == 1:
+        if len(joined_continuations(given).split()) == 1:
             raise
     try:
-        argv = shlex.split(given)
+        argv = shell_words(given)
     except ValueError as exc:
-        raise UserError(f"cannot split the command ({exc})", key=key) from None
+        raise UserError(f"cannot split the command ({exc}: {len(given):,} characters)", key=key) from None
     engines = dict.fromkeys(t.engine for t in trials)
     for name in engines:
         engine = get_engine(name)
@@ -54,8 +75,8 @@ def start_of(study: Study, grid: str, trials: list[Trial], given: str, *, key: s
         if parsed is not None:
             return _match(study, grid, [t for t in trials], name, *parsed, key=key)
     heads = "; ".join(f"{n}: {' '.join(get_engine(n).launchers(study.engines[n])[0])}" for n in engines)
-    raise UserError(f"not a serve command of an engine of grid '{grid}' (it starts with {argv[0]!r}; the grid's "
-                    f"engines start with {heads})", key=key)
+    raise UserError(f"not a serve command of an engine of grid '{grid}' (it starts with {quoted(argv[0])}; the "
+                    f"grid's engines start with {heads})", key=key)
 
 
 def _match(study: Study, grid: str, trials: list[Trial], engine_name: str, model: str, flags: dict[str, Any], *,
@@ -63,7 +84,8 @@ def _match(study: Study, grid: str, trials: list[Trial], engine_name: str, model
     engine = get_engine(engine_name)
     unknown = engine.unknown_flags(flags)
     if unknown:
-        raise UserError(f"{engine_name} takes no flag {', '.join('--' + f for f in unknown)} "
+        more = f" and {len(unknown) - 1:,} other unknown flags" if len(unknown) > 1 else ""
+        raise UserError(f"{engine_name} takes no flag {quoted('--' + unknown[0])}{more} "
                         f"({engine.flags_source()})", key=key)
     mine = [t for t in trials if t.engine == engine_name and not t.node_control_of]
     models = {t.model for t in mine}
@@ -71,7 +93,7 @@ def _match(study: Study, grid: str, trials: list[Trial], engine_name: str, model
         (m for m in models if model_identity(m) == model_identity(model)), None) or next(
         (m for m in models if _relative_to(m, model)), None)
     if wanted is None:
-        raise UserError(f"the command serves {model!r}; grid '{grid}' serves {', '.join(sorted(models))} with "
+        raise UserError(f"the command serves {quoted(model)}; grid '{grid}' serves {', '.join(sorted(models))} with "
                         f"{engine_name}", key=key)
     mine = [t for t in mine if t.model == wanted]
     grid_flags = {f for t in mine for f in t.all_flags}

@@ -44,7 +44,7 @@ def cli() -> None:
                    "run the driver here against that cluster; default: $RAY_ADDRESS, else a local Ray started for "
                    "the sweep.")
 @click.option("--tracking-uri", type=opt.TRACKING_URI, default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
-@click.option("--experiment", type=opt.NAME, default=None, help="MLflow experiment; default: the grid's, else the study's.")
+@click.option("--experiment", type=opt.SAFE_NAME, default=None, help="MLflow experiment; default: the grid's, else the study's.")
 @click.option("--resume", "resume", type=opt.SWEEP_ID, default=None, metavar="SWEEP_ID", help="Continue this sweep: run only its unfinished trials.")
 @click.option("--repeats", type=opt.REPEATS, default=None, metavar="N|auto",
               help="Runs per trial and profile, or 'auto': 3, then more only for the trials still overlapping "

@@ -46,9 +46,10 @@ TRACKING_URI = Checked("tracking_uri", inputs.tracking_uri)
 RAY_ADDRESS = Checked("ray_address", inputs.ray_address)
 SWEEP_ID = Checked("sweep_id", inputs.sweep_id)
 NAME = Checked("name", inputs.text_option)
-# A serve command or a trial's name: one line, a command line's length.
-COMMAND = Checked("command", lambda value, *, option: inputs.text_option(value, option=option, what="a command or a trial",
-                                                                         max_len=8192))
+# --experiment: a name farm may put in a path (farm/inputs.py SAFE_NAME_RULE)
+SAFE_NAME = Checked("name", inputs.safe_name_option)
+# A serve command or a trial's name: continuations joined, then one line of a command line's length.
+COMMAND = Checked("command", inputs.command_option)
 REPEATS = Checked("repeats", inputs.repeats)
 GPU_HOURS = Checked("gpu_hours", inputs.gpu_hours)
 RUNS = Checked("runs", _count(inputs.MAX_RUNS))

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from farm.engines import get_engine
 from farm.errors import SpecError
+from farm.inputs import quoted
 from farm.study.knobs import KNOBS, KnobError, describe, parse_knob
 from farm.study.names import readable_names
 from farm.study.repeats import first_pass_repeats
@@ -198,7 +199,7 @@ def select_trials(trials: list[Trial], wanted: tuple[str, ...] | list[str], *, k
             out.add(by_name[name])
         else:
             known = ", ".join([t.name or t.id for t in trials][:12])
-            raise SpecError(f"no trial '{name}' in this grid (it has: {known}{', ...' if len(trials) > 12 else ''})",
+            raise SpecError(f"no trial {quoted(name)} in this grid (it has: {known}{', ...' if len(trials) > 12 else ''})",
                             key=key)
     return out
 

@@ -18,7 +18,7 @@ from typing import Any, Literal, Union
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from farm.errors import SpecError
-from farm.inputs import price_problem
+from farm.inputs import price_problem, safe_name_problem
 
 from farm.strict import Strict
 from farm.study.grid_spec import GridBlock, GridSpec
@@ -171,6 +171,26 @@ class Study(Strict):
         if isinstance(models, dict):
             return {k: ({"name": v} if isinstance(v, str) else v) for k, v in models.items()}
         return models
+
+    @model_validator(mode="after")
+    def _safe_names(self) -> "Study":
+        # Names that end up in file and folder names, or name where a sweep lands: one safe path
+        # component each (farm/inputs.py SAFE_NAME_RULE), refused here before anything is written.
+        named: list[tuple[str, str, Any]] = [("name", "study name", self.name)]
+        if self.experiment is not None:
+            named.append(("experiment", "experiment name", self.experiment))
+        named += [("profiles", "profile name", p) for p in self.profiles]
+        named += [("grids", "grid name", g) for g in self.grids]
+        for gname, grid in self.grids.items():
+            if grid.experiment is not None:
+                named.append((f"grids.{gname}.experiment", "experiment name", grid.experiment))
+            named += [(f"grids.{gname}.blocks[{b}].name", "trial name", block.name)
+                      for b, block in enumerate(grid.blocks) if block.name is not None]
+        for key, what, value in named:
+            problem = safe_name_problem(value, what)
+            if problem:
+                raise _RefError(key, problem)
+        return self
 
     @model_validator(mode="after")
     def _cross_refs(self, info: ValidationInfo) -> "Study":

@@ -68,7 +68,7 @@ def test_a_trial_of_the_grid_by_name_or_id():
 
 
 @pytest.mark.parametrize("command, words", [
-    ("guidellm mock-server --model farm-tiny --ttft-ms 200 --itl-ms 40 --bogus 1", "mock takes no flag --bogus"),
+    ("guidellm mock-server --model farm-tiny --ttft-ms 200 --itl-ms 40 --bogus 1", "mock takes no flag '--bogus'"),
     ("guidellm mock-server --model other --ttft-ms 200 --itl-ms 40", "the command serves 'other'"),
     ("guidellm mock-server --model farm-tiny --ttft-ms 120 --itl-ms 40", "matches no trial of grid 'smoke'"),
     ("guidellm mock-server --ttft-ms 200", "no model in the command"),
@@ -80,7 +80,8 @@ def test_a_trial_of_the_grid_by_name_or_id():
 def test_a_command_farm_cannot_start_from_is_one_line(command, words):
     with pytest.raises(UserError) as err:
         start_of(DEFAULT, "smoke", expand(DEFAULT, "smoke"), command)
-    assert words in err.value.line() and err.value.line().startswith("--from: ")
+    # the study file, then the option
+    assert words in err.value.line() and err.value.line().startswith(f"{DEFAULT.source}: --from: ")
     assert "\n" not in err.value.line()
 
 

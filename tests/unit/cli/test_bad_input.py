@@ -418,7 +418,8 @@ BOUNDARY = [
     ("no-wait-here", {"s.yaml": VALID}, ["sweep", "--config", "s.yaml", "--grid", "g", "--no-wait"],
      "--no-wait: only with --address http://HEAD:8265 (a sweep run from here always waits for its end)"),
     ("experiment-empty", {"s.yaml": VALID}, ["sweep", "--config", "s.yaml", "--grid", "g", "--experiment", " "],
-     "--experiment: expected a name, got an empty value"),
+     "--experiment: ' ' is not a name farm can put in a file or folder name (letters, digits, '.', '_' and '-', "
+     "not starting with '.' or '-', at most 100 characters)"),
     ("workdir-a-file", {"s.yaml": VALID, "runs": "x"}, ["sweep", "--config", "s.yaml", "--grid", "g", "--workdir", "runs"],
      "--workdir: runs exists and is not a directory"),
     ("server-port-out-of-range", {}, ["server", "--port", "70000"], "--port: expected a whole number from 1 to 65535, got 70000"),
