@@ -128,7 +128,7 @@ def test_a_search_resumed_midway_through_a_step_races_its_incumbent_again_first(
     (["--from", SLOW], "--from: only with --strategy local"),
     (["--strategy", "local"], "--strategy: --strategy local starts from the serve command you run today"),
     (["--strategy", "local", "--from", SLOW.replace("150 --itl", "99 --itl")], "matches no trial of grid 'corners'"),
-    (["--strategy", "local", "--from", SLOW + " --no-such-flag"], "mock takes no flag --no-such-flag"),
+    (["--strategy", "local", "--from", SLOW + " --no-such-flag"], "mock takes no flag '--no-such-flag'"),
 ])
 def test_a_start_farm_cannot_use_is_one_line_and_nothing_is_written(tmp_path, args, words):
     path = _study(tmp_path)
