@@ -359,6 +359,10 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             started_ray = True
         on_ray(getattr(ctx, "dashboard_url", None), started_ray)  # a Ray Client context may have none
     sweep_id: str | None = None
+    heartbeat: tracking.Heartbeat | None = None
+    # SIGTERM (a `kill`, Ray's job stop, a scheduler's preemption) ends the sweep as Ctrl-C does:
+    # engines stopped, the sweep marked killed, the resume command printed
+    old_term = _term_as_interrupt()
     try:
         if not nothing_left:
             # `accelerator_type: auto`: the cluster's one GPU model, before anything is placed or
@@ -392,6 +396,9 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             exp_id, sweep_id = tracking.start_sweep(tracking_uri, experiment, study, grid, trials,
                                                     command=command, repeats=repeats)
             done = set()
+        # where the driver runs and its heartbeat: a driver killed outright leaves its sweep
+        # "running", which the next command that reads it marks interrupted (tracking.interruption)
+        heartbeat = tracking.Heartbeat(tracking_uri, sweep_id)
         on_sweep(sweep_id)
         if estimates:
             on_schedule(estimates)
@@ -478,10 +485,35 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         outcome.results = tracking.load_results(tracking_uri, sweep_id)
         return outcome
     finally:
+        if heartbeat is not None:
+            heartbeat.stop()
+        _restore_term(old_term)
         _REGISTRIES.pop(sweep_id or "", None)
         _end_client_hosts(sweep_id or "")
         if started_ray:
             ray.shutdown()
+
+
+def _term_as_interrupt():
+    """SIGTERM raised as KeyboardInterrupt in the main thread (where Python delivers signals);
+    returns the handler it replaced, or None where none was installed (not the main thread)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)
+
+
+def _restore_term(old) -> None:
+    if old is not None:
+        import signal
+
+        signal.signal(signal.SIGTERM, old)
 
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from farm.analysis.results import Status
 from farm.errors import UserError
 from farm.store.mlflow_store import MlflowStore
-from farm.store.schema import SWEEP_RUNNING
+from farm.store.schema import SWEEP_INTERRUPTED, SWEEP_RUNNING
 from farm.run.ray_names import sweep_namespace
 
 STATES = ("done", "failed", "not measurable", "same server", "running", "pending")
@@ -37,19 +37,22 @@ class TrialState:
 class SweepStatus:
     sweep_id: str
     name: str
-    status: str  # the sweep's own: running, finished, killed, failed
+    status: str  # the sweep's own: running, finished, killed, interrupted, failed
     tracking_uri: str
     trials: list[TrialState] = field(default_factory=list)
     ray_checked: bool = False
     ray_note: str = ""
+    interrupted: str | None = None  # why farm knows its driver is gone (tracking.interruption)
+    resume: str | None = None  # the command that resumes a sweep that ended before its end
+
 
     def counts(self) -> dict[str, int]:
         return {s: sum(1 for t in self.trials if t.state == s) for s in STATES}
 
     def as_dict(self) -> dict:
         return {"sweep_id": self.sweep_id, "name": self.name, "status": self.status, "tracking_uri": self.tracking_uri,
-                "counts": self.counts(), "ray_checked": self.ray_checked,
-                "trials": [t.__dict__ for t in self.trials]}
+                "counts": self.counts(), "ray_checked": self.ray_checked, "interrupted": self.interrupted,
+                "resume": self.resume, "trials": [t.__dict__ for t in self.trials]}
 
 
 def running_trials(address: str | None, sweep_id: str) -> dict[str, str]:
@@ -71,7 +74,12 @@ def sweep_status(uri: str, sweep_id: str | None = None, *, address: str | None =
     info = store.sweep(sweep_id)
     if info is None:
         raise UserError(f"no sweep with id '{sweep_id}' in {uri}", key=KEY)
-    out = SweepStatus(sweep_id=sweep_id, name=info.name, status=info.status, tracking_uri=uri)
+    out = SweepStatus(sweep_id=sweep_id, name=info.name, status=info.status, tracking_uri=uri,
+                      interrupted=info.interrupted)
+    if info.status in (SWEEP_INTERRUPTED, "killed") and info.command:
+        from farm.run.sweep_view import resume_command
+
+        out.resume = resume_command(info.command, sweep_id)
     running: dict[str, str] = {}
     if out.status == SWEEP_RUNNING:
         if address:
@@ -102,6 +110,10 @@ def render(st: SweepStatus) -> str:
              + (f"{c['not measurable']} not measurable, " if c["not measurable"] else "")
              + (f"{c['same server']} the same server as another, " if c["same server"] else "")
              + f"{c['running']} running, {c['pending']} pending"]
+    if st.interrupted:
+        lines.append(f"interrupted: {st.interrupted}")
+    if st.resume:
+        lines.append(f"resume with: {st.resume}")
     if st.ray_note:
         lines.append(f"note: {st.ray_note}")
     order = {s: i for i, s in enumerate(("running", "failed", "not measurable", "same server", "pending", "done"))}

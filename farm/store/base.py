@@ -30,8 +30,11 @@ class SweepInfo:
     name: str
     study: str | None
     grid: str | None
-    status: str  # running, finished, partial, killed, failed ("finished" for a results file)
+    status: str  # running, finished, partial, killed, interrupted, failed ("finished" for a results file)
     experiment_id: str | None = None  # MLflow's; None elsewhere
+    # an interrupted sweep: why farm knows its driver is gone, and the command it ran (to resume)
+    interrupted: str | None = None
+    command: str | None = None
 
 
 @dataclass(frozen=True)

@@ -62,9 +62,13 @@ class MlflowStore:
         if run is None:
             return None
         tags = run.data.tags
+        # a sweep left "running" by a driver that is gone is marked interrupted now (tracking.interruption)
+        gone = tracking.interruption(self.uri, run)
         return SweepInfo(sweep_id=sweep_id, name=run.info.run_name or "", study=tags.get(S.STUDY_TAG),
-                         grid=tags.get(S.GRID_TAG), status=tags.get(S.STATUS_TAG, "?"),
-                         experiment_id=run.info.experiment_id)
+                         grid=tags.get(S.GRID_TAG),
+                         status=S.SWEEP_INTERRUPTED if gone else tags.get(S.STATUS_TAG, "?"),
+                         experiment_id=run.info.experiment_id, interrupted=gone[0] if gone else None,
+                         command=gone[1] if gone else run.data.params.get("command"))
 
     def _artifact(self, sweep_id: str, path: str, read):
         raw = tracking.read_artifact(self.uri, sweep_id, path)

@@ -74,7 +74,21 @@ MLFLOW_RUN_JOB_KEY = "farm.mlflow_run"  # the sweep's run in the MLflow UI, adde
 
 # Sweep statuses and the MLflow run status each ends with.
 SWEEP_RUNNING = "running"
-SWEEP_END_STATUS = {"finished": "FINISHED", "partial": "FINISHED", "killed": "KILLED"}  # anything else: FAILED
+# A sweep left "running" by a driver that is gone (killed outright, its machine lost): marked so by
+# the next farm command that reads it (farm/store/tracking.py `interruption`).
+SWEEP_INTERRUPTED = "interrupted"
+SWEEP_END_STATUS = {"finished": "FINISHED", "partial": "FINISHED", "killed": "KILLED",
+                    SWEEP_INTERRUPTED: "KILLED"}  # anything else: FAILED
+
+# The driver of a running sweep: where it runs (HOST:PID, set when it starts or resumes the sweep)
+# and its heartbeat (unix seconds, every DRIVER_HEARTBEAT_S while it runs). A sweep whose driver is
+# a dead process of this host, or whose heartbeat is older than DRIVER_GONE_S (a driver on another
+# host cannot be asked), was interrupted; INTERRUPTED_TAG says how farm knew.
+DRIVER_TAG = "farm.driver"
+HEARTBEAT_TAG = "farm.driver.heartbeat"
+INTERRUPTED_TAG = "farm.interrupted"
+DRIVER_HEARTBEAT_S = 30.0
+DRIVER_GONE_S = 180.0  # six beats missed: a stalled store or a loaded machine misses one or two
 
 # --------------------------------------------------------------------------------------
 # params

@@ -135,6 +135,98 @@ def reopen_sweep(uri: str, sweep_id: str) -> None:
     c.set_tag(sweep_id, S.STATUS_TAG, S.SWEEP_RUNNING)
 
 
+def driver_beat(uri: str, sweep_id: str, *, start: bool = False) -> None:
+    """The driver's heartbeat on its sweep's run (and, at `start`, where the driver runs). A
+    missed beat is harmless (six are missed before the sweep is taken for interrupted)."""
+    import socket
+
+    tags = [RunTag(S.HEARTBEAT_TAG, f"{time.time():.0f}")]
+    if start:
+        tags.append(RunTag(S.DRIVER_TAG, f"{socket.gethostname()}:{os.getpid()}"))
+    try:
+        client(uri).log_batch(sweep_id, tags=tags)
+    except Exception:  # a busy or briefly unreachable store: the next beat tries again
+        if start:
+            raise
+
+
+class Heartbeat:
+    """Beats every `S.DRIVER_HEARTBEAT_S` in a daemon thread while a driver runs its sweep."""
+
+    def __init__(self, uri: str, sweep_id: str):
+        import threading
+
+        driver_beat(uri, sweep_id, start=True)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(uri, sweep_id), name="farm-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _run(self, uri: str, sweep_id: str) -> None:
+        while not self._stop.wait(S.DRIVER_HEARTBEAT_S):
+            driver_beat(uri, sweep_id)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def driver_gone(tags: dict[str, str], now: float, host: str, alive) -> str | None:
+    """Why a sweep's run still "running" has no driver any more, or None while it may have one.
+    `host`: this machine's name; `alive(pid)`: whether a process of this host is alive. Pure: a
+    run stored before drivers beat (no heartbeat) is never judged."""
+    if tags.get(S.STATUS_TAG) != S.SWEEP_RUNNING or S.HEARTBEAT_TAG not in tags:
+        return None
+    try:
+        beat = float(tags[S.HEARTBEAT_TAG])
+    except ValueError:
+        return None
+    driver = tags.get(S.DRIVER_TAG, "")
+    where, _, pid = driver.rpartition(":")
+    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(beat))
+    if where == host and pid.isdigit() and not alive(int(pid)):
+        return f"its driver (process {pid} on {host}) is gone; last heartbeat {since}"
+    if now - beat > S.DRIVER_GONE_S:
+        return (f"its driver ({driver or 'unknown'}) sent no heartbeat for {now - beat:,.0f} s "
+                f"(since {since}; one every {S.DRIVER_HEARTBEAT_S:g} s while it runs)")
+    return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    try:  # a zombie (killed, not yet reaped by its parent) is gone
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def interruption(uri: str, run) -> tuple[str, str] | None:
+    """(why, the command the sweep ran) for a sweep interrupted without its driver marking it: one
+    marked so earlier, or one still "running" whose driver is gone, which is marked here (status
+    tag `interrupted`, MLflow status KILLED, the reason), so that the MLflow UI shows it too. A store
+    that cannot be written (read-only media) is not written: the answer is the same."""
+    import socket
+
+    tags = run.data.tags
+    command = run.data.params.get("command", "")
+    if tags.get(S.STATUS_TAG) == S.SWEEP_INTERRUPTED:
+        return tags.get(S.INTERRUPTED_TAG, "its driver is gone"), command
+    why = driver_gone(tags, time.time(), socket.gethostname(), _pid_alive)
+    if why is None:
+        return None
+    try:
+        c = client(uri)
+        c.log_batch(run.info.run_id, tags=[RunTag(S.STATUS_TAG, S.SWEEP_INTERRUPTED), RunTag(S.INTERRUPTED_TAG, why)])
+        c.set_terminated(run.info.run_id, status=S.SWEEP_END_STATUS[S.SWEEP_INTERRUPTED])
+    except Exception:  # a store this command may only read: reported as interrupted all the same
+        pass
+    return why, command
+
+
 def finish_sweep(uri: str, sweep_id: str, status: str, files: list[Path] | None = None) -> None:
     """status: 'finished', 'killed' or 'failed' (MLflow's run status follows)."""
     c = client(uri)
