@@ -483,9 +483,10 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             outcome.interrupted = True
             tracking.finish_sweep(tracking_uri, sweep_id, "killed")
         outcome.results = tracking.load_results(tracking_uri, sweep_id)
+        heartbeat = None  # beats on while the report is made; `tracking.finish_sweep` ends it
         return outcome
     finally:
-        if heartbeat is not None:
+        if heartbeat is not None:  # an error: nothing will finish the sweep
             heartbeat.stop()
         _restore_term(old_term)
         _REGISTRIES.pop(sweep_id or "", None)

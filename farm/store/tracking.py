@@ -151,7 +151,8 @@ def driver_beat(uri: str, sweep_id: str, *, start: bool = False) -> None:
 
 
 class Heartbeat:
-    """Beats every `S.DRIVER_HEARTBEAT_S` in a daemon thread while a driver runs its sweep."""
+    """Beats every `S.DRIVER_HEARTBEAT_S` in a daemon thread while a driver runs its sweep, until
+    `finish_sweep` ends the sweep (its report included) or the driver stops it on an error."""
 
     def __init__(self, uri: str, sweep_id: str):
         import threading
@@ -160,6 +161,7 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(uri, sweep_id), name="farm-heartbeat", daemon=True)
         self._thread.start()
+        _BEATING[sweep_id] = self
 
     def _run(self, uri: str, sweep_id: str) -> None:
         while not self._stop.wait(S.DRIVER_HEARTBEAT_S):
@@ -168,6 +170,9 @@ class Heartbeat:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+
+
+_BEATING: dict[str, Heartbeat] = {}  # sweep id -> its driver's heartbeat, in this process
 
 
 def driver_gone(tags: dict[str, str], now: float, host: str, alive) -> str | None:
@@ -228,7 +233,10 @@ def interruption(uri: str, run) -> tuple[str, str] | None:
 
 
 def finish_sweep(uri: str, sweep_id: str, status: str, files: list[Path] | None = None) -> None:
-    """status: 'finished', 'killed' or 'failed' (MLflow's run status follows)."""
+    """status: 'finished', 'killed' or 'failed' (MLflow's run status follows). The driver's
+    heartbeat ends here, once the sweep's report is stored."""
+    if (beating := _BEATING.pop(sweep_id, None)) is not None:
+        beating.stop()
     c = client(uri)
     for path in files or []:
         if path.is_dir():
