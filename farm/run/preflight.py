@@ -28,6 +28,7 @@ from farm.study.spec import Study
 from farm.study.trial import Trial, trial_id
 
 PROBE_TIMEOUT_S = 3.0
+STORE_LOCK_WAIT_S = 5.0  # how long a read waits for another process's write lock on a SQLite store
 
 
 def check_datasets(study: Study, trials: list[Trial]) -> None:
@@ -143,7 +144,7 @@ def _check_mlflow_tables(db: Path, key: str) -> None:
     if db.stat().st_size == 0:
         raise UserError(f"{db} is an empty file, not an MLflow store (a sweep writes one)", key=key)
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=STORE_LOCK_WAIT_S)
         try:
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             # every page, not only the schema's: a store damaged in its runs' pages reads as one
@@ -151,6 +152,13 @@ def _check_mlflow_tables(db: Path, key: str) -> None:
             problems = [r[0] for r in con.execute("PRAGMA quick_check(3)")]
         finally:
             con.close()
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorname", "") not in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+            raise UserError(f"{db} cannot be read ({exc})", key=key) from None
+        # another process holds the store's write lock: a writer's transaction lasts milliseconds,
+        # so one that outlasts the wait is held on purpose (a tool, a hung process), not damage
+        raise UserError(f"{db} is locked by another process, which held its write lock for {STORE_LOCK_WAIT_S:g} s: "
+                        f"try again once that process is done (nothing was read or written)", key=key) from None
     except sqlite3.DatabaseError as exc:
         raise UserError(f"{db} is damaged: it cannot be read as a SQLite database ({exc}); restore it from a copy",
                         key=key) from None

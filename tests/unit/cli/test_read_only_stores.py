@@ -158,3 +158,39 @@ def test_read_only_commands_read_a_store_on_read_only_media_and_write_nothing(tm
     finally:
         undo()
     assert state() == before
+
+
+_HOLD_LOCK = """
+import sqlite3, sys, time
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("BEGIN EXCLUSIVE")
+con.execute("UPDATE runs SET name = name")
+print("locked", flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_locked_store_is_said_to_be_locked_not_damaged(tmp_path, cpu_store):
+    """A store another process holds the write lock of (BEGIN EXCLUSIVE, held) is "locked by another
+    process" after a short wait, for `--resume`, `farm report` and `farm status`: not damaged, not
+    without the sweep. Once the lock is let go, the same store reads."""
+    import subprocess
+    import sys
+
+    db = _copy_store(cpu_store, tmp_path / "locked")
+    (tmp_path / "s.yaml").write_text(OTHER_STUDY)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        for command in (["sweep", "--config", "s.yaml", "--grid", "g", "--resume", CPU_SWEEP, "--tracking-uri"],
+                        ["report", CPU_SWEEP, "--tracking-uri"], ["status", CPU_SWEEP, "--tracking-uri"]):
+            proc = run_farm(*command, f"sqlite:///{db}", cwd=tmp_path)
+            assert proc.returncode == 2, (command, proc.stdout + proc.stderr)
+            (line,) = proc.stderr.strip().splitlines()
+            assert line == (f"error: --tracking-uri: {db} is locked by another process, which held its write lock "
+                            f"for 5 s: try again once that process is done (nothing was read or written)"), line
+    finally:
+        holder.kill()
+        holder.wait()
+    status = run_farm("status", CPU_SWEEP, "--tracking-uri", f"sqlite:///{db}", cwd=tmp_path)
+    assert status.returncode == 0 and "3 done" in status.stdout, status.stderr
