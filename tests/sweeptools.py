@@ -33,6 +33,32 @@ def write_study(path: Path, *, name: str, grid: str, blocks: list[dict], profile
     return path
 
 
+def quick_pair_study(name: str, grid: str, max_concurrent: int) -> str:
+    """A study of two mock trials (the default and one 50 ms slower to its first token) on one short
+    profile, the smoke study's models and engines included: the pair several multi-node tests race."""
+    return f"""
+include: [{REPO / 'configs' / 'smoke.yaml'}]
+name: {name}
+experiment: {name}
+primary_profile: quick
+min_success_rate: 0.9
+profiles:
+  quick:
+    data: {{kind: synthetic, prompt_tokens: 16, output_tokens: 8}}
+    rate: 1000
+    requests: 16
+    max_concurrency: 4
+    max_seconds: 60
+grids:
+  {grid}:
+    profiles: [quick]
+    max_concurrent_trials: {max_concurrent}
+    blocks:
+      - {{engine: mock, models: [tiny]}}
+      - {{engine: mock, models: [tiny], flags: {{ttft-ms: 50}}}}
+"""
+
+
 def route_study(path: Path, *, name: str = "routes") -> Path:
     """The tests of a route to the cluster or the store (server auth, the Jobs API, Ray Client):
     two mock trials, one profile, both at once (one on each node of a two-node cluster). `fast`

@@ -11,31 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from sweeptools import quick_pair_study
 
 pytestmark = pytest.mark.slow
 
-STUDY = f"""
-include: [{REPO / 'configs' / 'smoke.yaml'}]
-name: machine-blocks
-experiment: machine-blocks
-primary_profile: quick
-min_success_rate: 0.9
-profiles:
-  quick:
-    data: {{kind: synthetic, prompt_tokens: 16, output_tokens: 8}}
-    rate: 1000
-    requests: 16
-    max_concurrency: 4
-    max_seconds: 60
-grids:
-  blocks:
-    profiles: [quick]
-    max_concurrent_trials: 2
-    blocks:
-      - {{engine: mock, models: [tiny]}}
-      - {{engine: mock, models: [tiny], flags: {{ttft-ms: 50}}}}
-"""
+STUDY = quick_pair_study("machine-blocks", "blocks", 2)
 
 
 @pytest.fixture(scope="module")

@@ -9,31 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from sweeptools import quick_pair_study
 
 pytestmark = pytest.mark.slow
 
-STUDY = f"""
-include: [{REPO / 'configs' / 'smoke.yaml'}]
-name: node-controls
-experiment: node-controls
-primary_profile: quick
-min_success_rate: 0.9
-profiles:
-  quick:
-    data: {{kind: synthetic, prompt_tokens: 16, output_tokens: 8}}
-    rate: 1000
-    requests: 16
-    max_concurrency: 4
-    max_seconds: 60
-grids:
-  nodes:
-    profiles: [quick]
-    max_concurrent_trials: 4
-    blocks:
-      - {{engine: mock, models: [tiny]}}
-      - {{engine: mock, models: [tiny], flags: {{ttft-ms: 50}}}}
-"""
+STUDY = quick_pair_study("node-controls", "nodes", 4)
 
 
 @pytest.fixture(scope="module")
