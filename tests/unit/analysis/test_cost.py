@@ -116,3 +116,29 @@ def test_a_bad_price_is_one_line_naming_the_option(given, reason):
         price(given, option="--price")
     assert err.value.line() == f"--price: {reason}"
     assert price(" H200=3.5 ", option="--price") == ("H200", 3.5)
+
+
+def test_a_capacity_profile_is_also_priced_at_each_trials_slo_capacity():
+    """The committed capacity curves are the vLLM CPU search's (bench/vllm-cpu/from-command: a ladder
+    of concurrencies under P95 TTFT 60 s); read as if one H100 had served them (their provenance's
+    GPU set so: a CPU run has no GPU-hour to price), each trial's cost at its SLO capacity is the
+    price over the throughput of its run at that load."""
+    r = read_results_file(REPO / "bench/vllm-cpu/from-command/results.json")
+    gpu = r.model_copy(update={"records": [
+        x.model_copy(update={"provenance": x.provenance.model_copy(update={"gpu": "NVIDIA H100 80GB HBM3", "gpus": 1})})
+        if x.provenance is not None else x for x in r.records]})
+    study = load_study(REPO / "configs/tiny-vllm-cpu.yaml").model_copy(update={"prices": {"H100": 3.6}})
+    rep = report_for(gpu, study)
+    (cap,) = rep.selection.capacity
+    priced = 0
+    for row in cap.rows:
+        if row.capacity is None:
+            continue
+        pc = next(p for p in rep.costs.trial(row.trial).profiles if p.profile == cap.profile)
+        point = next(p for p in row.curve if p.load == row.capacity)
+        assert pc.capacity_load == row.capacity
+        # $3.6 a GPU-hour is $0.001 a second: a million tokens at `tps` cost 1000 / tps dollars
+        assert pc.usd_per_m_total_at_capacity == pytest.approx(1000 / point.total_tps)
+        assert pc.usd_per_m_output_at_capacity == pytest.approx(1000 / point.output_tps)
+        priced += 1
+    assert priced >= 1
