@@ -86,6 +86,8 @@ SWEEP_END_STATUS = {"finished": "FINISHED", "partial": "FINISHED", "killed": "KI
 # host cannot be asked), was interrupted; INTERRUPTED_TAG says how farm knew.
 DRIVER_TAG = "farm.driver"
 HEARTBEAT_TAG = "farm.driver.heartbeat"
+# the driver's PID namespace (/proc/self/ns/pid): two containers may share a host name, not a PID space
+DRIVER_PID_NS_TAG = "farm.driver.pid_namespace"
 INTERRUPTED_TAG = "farm.interrupted"
 DRIVER_HEARTBEAT_S = 30.0
 DRIVER_GONE_S = 180.0  # six beats missed: a stalled store or a loaded machine misses one or two

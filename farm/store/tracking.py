@@ -142,7 +142,7 @@ def driver_beat(uri: str, sweep_id: str, *, start: bool = False) -> None:
 
     tags = [RunTag(S.HEARTBEAT_TAG, f"{time.time():.0f}")]
     if start:
-        tags.append(RunTag(S.DRIVER_TAG, f"{socket.gethostname()}:{os.getpid()}"))
+        tags += [RunTag(S.DRIVER_TAG, f"{socket.gethostname()}:{os.getpid()}"), RunTag(S.DRIVER_PID_NS_TAG, pid_namespace())]
     try:
         client(uri).log_batch(sweep_id, tags=tags)
     except Exception:  # a busy or briefly unreachable store: the next beat tries again
@@ -175,10 +175,19 @@ class Heartbeat:
 _BEATING: dict[str, Heartbeat] = {}  # sweep id -> its driver's heartbeat, in this process
 
 
-def driver_gone(tags: dict[str, str], now: float, host: str, alive) -> str | None:
+def pid_namespace() -> str:
+    """This process's PID namespace ("" where /proc does not say)."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def driver_gone(tags: dict[str, str], now: float, host: str, alive, namespace: str = "") -> str | None:
     """Why a sweep's run still "running" has no driver any more, or None while it may have one.
-    `host`: this machine's name; `alive(pid)`: whether a process of this host is alive. Pure: a
-    run stored before drivers beat (no heartbeat) is never judged."""
+    `host`, `namespace`: this machine's name and PID namespace (a driver's pid is asked only
+    within both); `alive(pid)`: whether a process here is alive. Pure: a run stored before drivers
+    beat (no heartbeat) is never judged."""
     if tags.get(S.STATUS_TAG) != S.SWEEP_RUNNING or S.HEARTBEAT_TAG not in tags:
         return None
     try:
@@ -188,7 +197,8 @@ def driver_gone(tags: dict[str, str], now: float, host: str, alive) -> str | Non
     driver = tags.get(S.DRIVER_TAG, "")
     where, _, pid = driver.rpartition(":")
     since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(beat))
-    if where == host and pid.isdigit() and not alive(int(pid)):
+    same_space = tags.get(S.DRIVER_PID_NS_TAG, "") == namespace
+    if where == host and same_space and pid.isdigit() and not alive(int(pid)):
         return f"its driver (process {pid} on {host}) is gone; last heartbeat {since}"
     if now - beat > S.DRIVER_GONE_S:
         return (f"its driver ({driver or 'unknown'}) sent no heartbeat for {now - beat:,.0f} s "
@@ -220,7 +230,7 @@ def interruption(uri: str, run) -> tuple[str, str] | None:
     command = run.data.params.get("command", "")
     if tags.get(S.STATUS_TAG) == S.SWEEP_INTERRUPTED:
         return tags.get(S.INTERRUPTED_TAG, "its driver is gone"), command
-    why = driver_gone(tags, time.time(), socket.gethostname(), _pid_alive)
+    why = driver_gone(tags, time.time(), socket.gethostname(), _pid_alive, pid_namespace())
     if why is None:
         return None
     try:

@@ -38,8 +38,11 @@ def stored(tmp_path):
     return tmp_path, uri, sweep_id
 
 
-def _driver(uri, sweep_id, where: str, beat_age_s: float) -> None:
-    MlflowClient(uri).log_batch(sweep_id, tags=[RunTag(S.DRIVER_TAG, where),
+def _driver(uri, sweep_id, where: str, beat_age_s: float, namespace: str | None = None) -> None:
+    """The tags a driver at `where` (HOST:PID) writes, its last beat `beat_age_s` ago; in this
+    process's PID namespace unless another is named."""
+    space = tracking.pid_namespace() if namespace is None else namespace
+    MlflowClient(uri).log_batch(sweep_id, tags=[RunTag(S.DRIVER_TAG, where), RunTag(S.DRIVER_PID_NS_TAG, space),
                                                 RunTag(S.HEARTBEAT_TAG, f"{time.time() - beat_age_s:.0f}")])
 
 
@@ -78,15 +81,18 @@ def test_a_sweep_whose_driver_is_gone_is_marked_interrupted_with_its_resume_comm
     assert _status(tmp, uri, sweep_id)[:4] == lines[:4]  # read again: the same answer, from the mark
 
 
-@pytest.mark.parametrize("where, age", [
-    ("{host}:{me}", 5),  # this test's own process: alive and beating
-    ("head-node:4242", 5),  # elsewhere, beating
-    (None, None),  # stored before drivers beat: nothing to judge by
-], ids=["alive-here", "beating-elsewhere", "no-heartbeat"])
-def test_a_sweep_that_may_still_have_its_driver_stays_running(stored, where, age):
+@pytest.mark.parametrize("where, age, namespace", [
+    ("{host}:{me}", 5, None),  # this test's own process: alive and beating
+    ("head-node:4242", 5, None),  # elsewhere, beating
+    (None, None, None),  # stored before drivers beat: nothing to judge by
+    # a pid that is no process here, but of another PID namespace on a host of the same name (a
+    # container beside this one): not asked, and it beats
+    ("{host}:{dead}", 5, "pid:[1]"),
+], ids=["alive-here", "beating-elsewhere", "no-heartbeat", "another-pid-namespace"])
+def test_a_sweep_that_may_still_have_its_driver_stays_running(stored, where, age, namespace):
     tmp, uri, sweep_id = stored
     if where is not None:
-        _driver(uri, sweep_id, where.format(host=socket.gethostname(), me=os.getpid()), age)
+        _driver(uri, sweep_id, where.format(host=socket.gethostname(), me=os.getpid(), dead=_dead_pid()), age, namespace)
     lines = _status(tmp, uri, sweep_id)
     assert lines[0].endswith(": running") and not any(line.startswith(("interrupted", "resume")) for line in lines)
     assert MlflowClient(uri).get_run(sweep_id).info.status == "RUNNING"

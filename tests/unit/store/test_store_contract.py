@@ -179,8 +179,9 @@ def test_the_mlflow_layout_is_the_one_stored_sweeps_have():
                                      "total_tokens_per_j")
     assert schema.COST_METRICS == ("usd_per_m_output_tokens", "usd_per_m_total_tokens")
     # a sweep's driver and its heartbeat, and the mark of a sweep whose driver is gone (issue 51 item 6)
-    assert (schema.DRIVER_TAG, schema.HEARTBEAT_TAG, schema.INTERRUPTED_TAG, schema.SWEEP_INTERRUPTED) == (
-        "farm.driver", "farm.driver.heartbeat", "farm.interrupted", "interrupted")
+    assert (schema.DRIVER_TAG, schema.HEARTBEAT_TAG, schema.DRIVER_PID_NS_TAG, schema.INTERRUPTED_TAG,
+            schema.SWEEP_INTERRUPTED) == ("farm.driver", "farm.driver.heartbeat", "farm.driver.pid_namespace",
+                                          "farm.interrupted", "interrupted")
     assert schema.SWEEP_END_STATUS["interrupted"] == "KILLED"
     # a search's records on the sweep's run and the memory-fit check on its trials (farm/store/searches.py)
     assert (schema.STRATEGY_TAG, schema.BUDGET_TAG, schema.START_TAG, schema.LOCAL_SEARCH_ESTIMATE_TAG) == (
