@@ -45,35 +45,57 @@ def missing_model_notes(trials: list[Trial]) -> list[str]:
             for path in local if not Path(path).expanduser().exists()]
 
 
-def price_lines(study: Study, grid: str, trials: list[Trial], cost) -> list[str]:
+def grid_prices(study: Study, grid: str, trials: list[Trial], cost) -> list[dict]:
     """The grid's estimated GPU-hours in dollars, per GPU model its trials run on, at the price
-    given (the study's `prices`, `--price`); where there is none, or the GPU model is not known
-    yet (accelerator_type auto), "not predicted" and why. Nothing for a grid that holds no GPU."""
+    given (the study's `prices`, `--price`): {gpu, gpu_hours, usd_per_gpu_hour, usd}; where there is
+    none, or the GPU model is not known yet (accelerator_type auto), {gpu, not_predicted: why}.
+    Nothing for a grid that holds no GPU."""
     from farm.study.sections import AUTO_ACCELERATOR
 
     by_gpu: dict[str | None, list[Trial]] = {}
     for t in trials:
         if t.gpus:
             by_gpu.setdefault(study.engines[t.engine].accelerator_type, []).append(t)
-    lines = []
+    out: list[dict] = []
     for gpu, some in by_gpu.items():
         if gpu == AUTO_ACCELERATOR:
-            lines.append("cost: not predicted: accelerator_type auto: the GPU model, and so its price, comes from "
-                         "the cluster when the sweep starts")
+            out.append({"gpu": gpu, "not_predicted": "accelerator_type auto: the GPU model, and so its price, comes "
+                                                      "from the cluster when the sweep starts"})
             continue
         if gpu is None:
-            lines.append("cost: not predicted: no GPU model named (the study's accelerator_type, or "
-                         "--accelerator NAME) to price")
+            out.append({"gpu": None, "not_predicted": "no GPU model named (the study's accelerator_type, or "
+                                                      "--accelerator NAME) to price"})
             continue
         price = next((v for k, v in (study.prices or {}).items() if k.lower() == gpu.lower()), None)
         if price is None:
-            lines.append(f"cost: not predicted: no price per GPU-hour for {gpu} (the study key `prices: {{{gpu}: USD}}` "
-                         f"or `--price {gpu}=USD`)")
+            out.append({"gpu": gpu, "not_predicted": f"no price per GPU-hour for {gpu} (the study key "
+                                                     f"`prices: {{{gpu}: USD}}` or `--price {gpu}=USD`)"})
             continue
         hours = cost.gpu_hours if len(some) == len(trials) else grid_cost(study, grid, trials=some).gpu_hours
-        lines.append(f"cost: ~{hours:.1f} GPU-hours of {gpu} at ${price:g} per GPU-hour: ~${hours * price:,.2f} "
-                     f"(the estimate above)")
-    return lines
+        out.append({"gpu": gpu, "gpu_hours": hours, "usd_per_gpu_hour": price, "usd": hours * price})
+    return out
+
+
+def price_lines(study: Study, grid: str, trials: list[Trial], cost) -> list[str]:
+    """`grid_prices` as the dry run prints them."""
+    return [f"cost: not predicted: {p['not_predicted']}" if "not_predicted" in p else
+            f"cost: ~{p['gpu_hours']:.1f} GPU-hours of {p['gpu']} at ${p['usd_per_gpu_hour']:g} per GPU-hour: "
+            f"~${p['usd']:,.2f} (the estimate above)" for p in grid_prices(study, grid, trials, cost)]
+
+
+def memory_json(study: Study, trial: Trial, p) -> dict | None:
+    """A trial's memory prediction in the dry run's JSON: what is predicted, or why it is not
+    (`not_predicted`); None for a trial that holds no GPU."""
+    from farm.analysis.memory_fit import NoPrediction
+    from farm.run.memory import why_not_predicted
+
+    if p is None:
+        why = why_not_predicted(study, trial)
+        return None if why is None else {"not_predicted": why}
+    if isinstance(p, NoPrediction):
+        return {"not_predicted": p.reason}
+    return {"fits": p.fits, "kv_cache_tokens": p.kv_cache_tokens, "state_slots": p.state_slots,
+            "max_running_requests": p.max_running_requests, "reason": p.reason or None}
 
 
 def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "normal",
@@ -92,15 +114,20 @@ def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "nor
             print(commands[t.id])
         return
     if mode == "json":
+        from farm.run.memory import predictions
+
         cost = grid_costs(study, {grid: trials}, measured)[grid]
+        fits = predictions(study, trials)
         print(json.dumps({
             "study": study.name, "grid": grid, "profiles": study.grid_profiles(grid),
             "primary_profile": study.grid_primary_profile(grid),
             "estimate": {"gpu_hours": cost.gpu_hours, "trial_hours": cost.trial_hours, "runs": cost.runs,
                          "durations_from": cost.durations_from},
+            "cost": grid_prices(study, grid, trials, cost),
             "trials": [{"id": t.id, "name": t.name, "engine": t.engine, "model": t.model, "gpus": t.gpus,
                         "flags": redact_flags(t.flags, get_engine(t.engine).secret_flag_names),
-                        "knobs": t.knobs or {}, "profiles": t.profiles, "command": commands[t.id]} for t in trials],
+                        "knobs": t.knobs or {}, "profiles": t.profiles, "command": commands[t.id],
+                        "memory": memory_json(study, t, fits.get(t.id))} for t in trials],
         }, indent=2))
         return
     print(f"study {study.name} ({study.source}), grid {grid}: {len(trials)} trial(s), "

@@ -78,3 +78,25 @@ def test_a_grid_without_gpus_predicts_nothing_and_says_nothing_missing(tmp_path)
     proc = run_farm("sweep", "--config", "s.yaml", "--grid", "g", "--dry-run", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "not predicted" not in proc.stdout and "memory:" not in proc.stdout and "\ncost:" not in proc.stdout
+
+
+def test_the_json_dry_run_says_the_same_with_structure(tmp_path):
+    """`--dry-run --json`: each trial's `memory` is what is predicted, or `not_predicted` with the
+    same why; `cost` per GPU model its dollars, or `not_predicted` with why; null memory for a
+    trial that holds no GPU."""
+    import json
+
+    (tmp_path / "s.yaml").write_text(STUDY.format(gpu="H200", model=HUB))
+    proc = run_farm("sweep", "--config", "s.yaml", "--grid", "g", "--dry-run", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    memory = {t["engine"]: t["memory"] for t in data["trials"]}
+    why = f"no config.json for {HUB} here (a hub id; no network)"
+    assert memory == {"vllm": {"not_predicted": why}, "sglang": {"not_predicted": why}, "mock": None}
+    assert data["cost"] == [{"gpu": "H200", "not_predicted": NO_PRICE.format(gpu="H200").removeprefix(
+        "cost: not predicted: ")}]
+    proc = run_farm("sweep", "--config", "s.yaml", "--grid", "g", "--dry-run", "--json", "--price", "H200=3.5",
+                    cwd=tmp_path)
+    (priced,) = json.loads(proc.stdout)["cost"]
+    assert priced["gpu"] == "H200" and priced["usd_per_gpu_hour"] == 3.5 and priced["gpu_hours"] > 0
+    assert priced["usd"] == pytest.approx(priced["gpu_hours"] * 3.5)
