@@ -138,8 +138,10 @@ def test_every_run_has_its_steady_rate_its_lost_requests_and_its_machine(smoke):
         assert float(child.data.tags["farm.machine.host_copy_gib_s"]) == result["machine"]["host_copy_gib_s"]
         assert child.data.tags["farm.gpu_samples"] == "not measured: no GPU: the trial holds none"
         for run in result["runs"]:
+            # nor any energy: not measured, never zero joules
             assert run["gpu"] == {"measured": False, "reason": "no GPU: the trial holds none", "gpus": [],
-                                  "samples": 0, "sm_clock_mhz": None, "temperature_c": None, "power_w": None}
+                                  "samples": 0, "sm_clock_mhz": None, "temperature_c": None, "power_w": None,
+                                  "power_total_w": None, "window_s": None, "energy_j": None}
             m = run["metrics"]
             # over the requests sent: the lost ones are no successes
             assert m["success_rate"] * m["total_requests"] + m["client_lost_requests"] <= m["total_requests"]
