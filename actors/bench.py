@@ -266,9 +266,10 @@ class TrialRunner:
             return
         launcher = self.engine.launcher(spec)
         python = launcher[0] if launcher and Path(launcher[0]).name.startswith("python") else None
-        found = shutil.which(launcher[0], path=env.get("PATH")) if launcher else None
-        if python is None and found and (Path(found).parent / "python").exists():
-            python = str(Path(found).parent / "python")  # a venv's entry point: its own interpreter
+        if python is None and launcher:
+            found = shutil.which(launcher[0], path=env.get("PATH"))
+            if found and (Path(found).parent / "python").exists():
+                python = str(Path(found).parent / "python")  # a venv's entry point: its own interpreter
         if python is None:
             result.machine.gpu_bench_not_measured = f"no Python of the engine's to run it in (launcher {launcher[:1]})"
             return

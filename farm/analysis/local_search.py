@@ -262,8 +262,12 @@ class SearchPlan(Strict):
 
 def samples_of(results: Sequence[TrialResult], rung: Rung, min_success_rate: float = 0.0) -> dict[str, list[float]]:
     """Trial id -> the total tok/s of its runs of `rung` (its primary, its pass)."""
-    return {t: [v for vs in by_machine.values() for v in vs]
-            for t, by_machine in blocks_of(results, rung, min_success_rate).items()}
+    return pooled(blocks_of(results, rung, min_success_rate))
+
+
+def pooled(blocks: Mapping[str, Mapping[str, list[float]]]) -> dict[str, list[float]]:
+    """Each trial's runs of every machine together (what a step's counts and means show)."""
+    return {t: [v for vs in by_machine.values() for v in vs] for t, by_machine in blocks.items()}
 
 
 def blocks_of(results: Sequence[TrialResult], rung: Rung, min_success_rate: float = 0.0) -> dict[str, dict[str, list[float]]]:
@@ -440,10 +444,10 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
                                      "estimate_gpu_hours": estimate,
                                      "reason": f"step {index}: {incumbent} against {len(race) - 1} neighbour(s){left}"})
             return _with_spend(p, results)
-        samples = samples_of(results, rung, min_success_rate)
+        blocks = blocks_of(results, rung, min_success_rate)
+        samples = pooled(blocks)
         step = step.model_copy(update={"incumbent_runs": len(samples.get(incumbent, [])),
-                                       "judged": _judge(step, nbrs, samples, margin,
-                                                        blocks_of(results, rung, min_success_rate))})
+                                       "judged": _judge(step, nbrs, samples, margin, blocks)})
         raced |= set(race)
         if step.incumbent_runs < 2:
             step = step.model_copy(update={"outcome": "failed"})
