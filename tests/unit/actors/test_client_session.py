@@ -21,6 +21,7 @@ from actors.bench_client import ClientSession, scenario_spec
 from actors.client_host import ClientHost
 from actors.proc import free_port
 from actors.tokenizer import resolve_tokenizer
+from farm.analysis.results import parse_benchmark
 from farm.study.spec import DataSpec, ProfileSpec
 from sweeptools import HANG_S
 
@@ -125,7 +126,12 @@ def test_one_client_process_serves_every_run(mock_server, tmp_path, session, req
                               timeout_s=120)
             assert out.returncode == 0 and not out.timed_out, out.log_path.read_text()[-2000:]
             report = json.loads((tmp_path / f"r{i}.json").read_text())
-            assert report["benchmarks"][0]["metrics"]["request_totals"]["successful"] == 8
+            # the run's 8 requests were sent and served: none errored or came back cut short. guidellm
+            # 0.8.1 may end the run before the last answer's update reaches its scheduler (about one run
+            # in fifty on 2 busy cores; outcome.lost_by_client_only): such a request is lost, not failed.
+            m = parse_benchmark(report["benchmarks"][0], total_requests=8)
+            assert m.errored_requests == 0 and m.incomplete_requests == 0
+            assert round(m.success_rate * 8) + m.client_lost_requests == 8
             # guidellm made the run's 8 prompts ahead, not its default 4,096 (bench_client.GUIDELLM_PREFETCH)
             assert report["config"]["spec"]["data_loader"]["prefetch_factor"] == 8
             _check_kind(out, kind, host)
