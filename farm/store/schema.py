@@ -92,6 +92,13 @@ INTERRUPTED_TAG = "farm.interrupted"
 DRIVER_HEARTBEAT_S = 30.0
 DRIVER_GONE_S = 180.0  # six beats missed: a stalled store or a loaded machine misses one or two
 
+# One driver a sweep (farm/store/lease.py): the lease on its run, a JSON object (token, host, pid,
+# pid_namespace, since) written by the driver that took it, LEASE_RELEASED once it let it go. A
+# lease expires DRIVER_GONE_S after the sweep's last heartbeat, or at once when its holder is a
+# dead process of this host and PID namespace.
+LEASE_TAG = "farm.lease"
+LEASE_RELEASED = "released"
+
 # --------------------------------------------------------------------------------------
 # params
 

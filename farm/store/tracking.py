@@ -14,6 +14,7 @@ import json
 import os
 import statistics
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -135,14 +136,16 @@ def reopen_sweep(uri: str, sweep_id: str) -> None:
     c.set_tag(sweep_id, S.STATUS_TAG, S.SWEEP_RUNNING)
 
 
-def driver_beat(uri: str, sweep_id: str, *, start: bool = False) -> None:
-    """The driver's heartbeat on its sweep's run (and, at `start`, where the driver runs). A
-    missed beat is harmless (six are missed before the sweep is taken for interrupted)."""
+def driver_beat(uri: str, sweep_id: str, *, start: bool = False, claim: dict[str, str] | None = None) -> None:
+    """The driver's heartbeat on its sweep's run (and, at `start`, where the driver runs, with the
+    `claim` of a new sweep's lease, farm/store/lease.py). A missed beat is harmless (six are missed
+    before the sweep is taken for interrupted, or its lease for expired)."""
     import socket
 
     tags = [RunTag(S.HEARTBEAT_TAG, f"{time.time():.0f}")]
     if start:
         tags += [RunTag(S.DRIVER_TAG, f"{socket.gethostname()}:{os.getpid()}"), RunTag(S.DRIVER_PID_NS_TAG, pid_namespace())]
+        tags += [RunTag(S.LEASE_TAG, (claim or {})[S.LEASE_TAG])] if claim else []
     try:
         client(uri).log_batch(sweep_id, tags=tags)
     except Exception:  # a busy or briefly unreachable store: the next beat tries again
@@ -150,14 +153,30 @@ def driver_beat(uri: str, sweep_id: str, *, start: bool = False) -> None:
             raise
 
 
+def write_tags(uri: str, run_id: str, tags: dict[str, str]) -> None:
+    """Tags on a run, in one write (one transaction of the store)."""
+    client(uri).log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
+
 class Heartbeat:
     """Beats every `S.DRIVER_HEARTBEAT_S` in a daemon thread while a driver runs its sweep, until
-    `finish_sweep` ends the sweep (its report included) or the driver stops it on an error."""
+    `finish_sweep` ends the sweep (its report included) or the driver stops it on an error.
 
-    def __init__(self, uri: str, sweep_id: str):
-        import threading
+    The beats renew the driver's lease on its sweep (farm/store/lease.py: taken before a resumed
+    sweep is read; a new sweep's is claimed with the first beat). Each beat first checks the lease
+    is still this driver's: one taken by another driver (this one stalled past its expiry) ends
+    the beats and interrupts the driver (`on_lost`; the main thread's KeyboardInterrupt by
+    default), whose trials stop; `finish_sweep` then writes nothing and says who holds it."""
 
-        driver_beat(uri, sweep_id, start=True)
+    def __init__(self, uri: str, sweep_id: str, on_lost=None):
+        import _thread
+
+        from farm.store import lease
+
+        self.uri, self.sweep_id, self.lost = uri, sweep_id, None
+        main = threading.current_thread() is threading.main_thread()
+        self._on_lost = on_lost or (_thread.interrupt_main if main else (lambda: None))
+        driver_beat(uri, sweep_id, start=True, claim=None if lease.holds(sweep_id) else lease.claim_new(uri, sweep_id))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(uri, sweep_id), name="farm-heartbeat", daemon=True)
         self._thread.start()
@@ -165,14 +184,39 @@ class Heartbeat:
 
     def _run(self, uri: str, sweep_id: str) -> None:
         while not self._stop.wait(S.DRIVER_HEARTBEAT_S):
-            driver_beat(uri, sweep_id)
+            self.beat()
 
-    def stop(self) -> None:
+    def beat(self) -> None:
+        """One beat: the lease checked, then renewed."""
+        from farm.store import lease
+
+        if (lost := lease.verify(self.uri, self.sweep_id)) is not None:
+            self.lost = lost
+            self._stop.set()
+            self._on_lost()
+            return
+        driver_beat(self.uri, self.sweep_id)
+
+    def stop(self, release: bool = True) -> None:
+        """The beats end; the lease is let go unless `release` is False (`finish_sweep` lets it go
+        once the sweep's end is stored)."""
+        from farm.store import lease
+
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread is not threading.current_thread():  # not from its own beat
+            self._thread.join(timeout=5)
+        if _BEATING.get(self.sweep_id) is self:
+            del _BEATING[self.sweep_id]
+        if release:
+            lease.release(self.uri, self.sweep_id)
 
 
 _BEATING: dict[str, Heartbeat] = {}  # sweep id -> its driver's heartbeat, in this process
+
+
+def beating(sweep_id: str) -> bool:
+    """Whether this process's driver of the sweep beats (its sweep not yet ended)."""
+    return sweep_id in _BEATING
 
 
 def pid_namespace() -> str:
@@ -244,9 +288,15 @@ def interruption(uri: str, run) -> tuple[str, str] | None:
 
 def finish_sweep(uri: str, sweep_id: str, status: str, files: list[Path] | None = None) -> None:
     """status: 'finished', 'killed' or 'failed' (MLflow's run status follows). The driver's
-    heartbeat ends here, once the sweep's report is stored."""
-    if (beating := _BEATING.pop(sweep_id, None)) is not None:
-        beating.stop()
+    heartbeat ends here, and its lease (farm/store/lease.py) is let go once the sweep's end is
+    stored; a driver that lost its lease writes nothing (the sweep is another driver's now)."""
+    from farm.store import lease
+
+    if (beat := _BEATING.get(sweep_id)) is not None:
+        beat.stop(release=False)
+        if (lost := beat.lost or lease.verify(uri, sweep_id)) is not None:
+            lease.release(uri, sweep_id)  # its own no longer: only forgotten here
+            raise UserError(lost, key="--resume")
     c = client(uri)
     for path in files or []:
         if path.is_dir():
@@ -256,6 +306,7 @@ def finish_sweep(uri: str, sweep_id: str, status: str, files: list[Path] | None 
             c.log_artifact(sweep_id, str(path), sub)
     c.set_tag(sweep_id, S.STATUS_TAG, status)
     c.set_terminated(sweep_id, status=S.SWEEP_END_STATUS.get(status, "FAILED"))
+    lease.release(uri, sweep_id)
 
 
 def annotate_sweep(uri: str, sweep_id: str, *, note: str, metrics: dict[str, float] | None = None,

@@ -183,6 +183,8 @@ def test_the_mlflow_layout_is_the_one_stored_sweeps_have():
             schema.SWEEP_INTERRUPTED) == ("farm.driver", "farm.driver.heartbeat", "farm.driver.pid_namespace",
                                           "farm.interrupted", "interrupted")
     assert schema.SWEEP_END_STATUS["interrupted"] == "KILLED"
+    # one driver a sweep: its lease (issue 51 item 1, farm/store/lease.py)
+    assert (schema.LEASE_TAG, schema.LEASE_RELEASED) == ("farm.lease", "released")
     # a search's records on the sweep's run and the memory-fit check on its trials (farm/store/searches.py)
     assert (schema.STRATEGY_TAG, schema.BUDGET_TAG, schema.START_TAG, schema.LOCAL_SEARCH_ESTIMATE_TAG) == (
         "farm.strategy", "farm.budget_gpu_hours", "farm.start", "farm.local_search_estimate")
