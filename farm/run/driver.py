@@ -19,7 +19,7 @@ from ray.exceptions import RayActorError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.bench import BenchActor, TrackingUnavailable, TrialJob
-from farm.run import estimate, metrics, passes
+from farm.run import estimate, metrics, passes, search
 from farm.run.ray_names import actor_name, sweep_namespace
 from farm.run.links import mlflow_run_link
 from farm.analysis import accelerator, plan, schedule, twins
@@ -336,14 +336,17 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
     # Stepwise studies keep their order; a grid of GPU trials is scheduled (farm/analysis/schedule.py),
     # at what the study's earlier sweep (or this one, resumed) measured: read before this sweep's
     # own parent run exists, which would otherwise be the study's latest.
-    scheduled = strategy not in ("halving", "local") and not study.grids[grid].ordered and all(
+    follow = search.follow_up(strategy, plan.is_auto(repeats))  # what runs after (or instead of) the first pass
+    owns_first = follow is not None and follow.owns_first_pass
+    scheduled = not owns_first and not study.grids[grid].ordered and all(
         t.gpus for t in trials if only is None or t.id in only)
     measured, estimates = estimate.schedule_durations(tracking_uri, study, resume) if scheduled else (None, None)
-    # A local search prices its steps at what the study's earlier sweep (or this one) measured.
-    search_durations = estimate.schedule_durations(tracking_uri, study, resume)[0] if strategy == "local" else None
+    # A search that prices its steps does so at what the study's earlier sweep (or this one) measured.
+    search_durations = (estimate.schedule_durations(tracking_uri, study, resume)[0]
+                        if follow is not None and follow.prices_steps else None)
     # A resumed grid sweep whose every trial finished has nothing to run: it answers from the store
     # (its report again, the sweep marked finished) without starting or joining Ray.
-    nothing_left = (point is not None and strategy == "grid" and not plan.is_auto(repeats)
+    nothing_left = (point is not None and follow is None
                     and all(t.id in point.finished for t in trials if only is None or t.id in only))
     started_ray = False
     if not ray.is_initialized() and not nothing_left:
@@ -370,7 +373,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             study, name = resolve_accelerator(study, trials)
             if name is not None:
                 on_accelerator(f"accelerator: {name} (from the cluster)")
-                if strategy == "halving":  # the memory-fit pruning needs the GPU model (farm/run/memory.py)
+                if follow is not None and follow.prunes_unfit:  # the memory fit needs the GPU model
                     pruned = {**(pruned or {}), **unfit_trials(study, trials)}
             if point is not None:
                 check_same_accelerator(tracking_uri, point.sweep_id, study, trials, from_cluster=name is not None)
@@ -443,42 +446,26 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             # A later pass's trial finishing is not one more trial of the sweep.
             on_event("pass_finished" if kind == "finished" else kind, job, result)
 
+        # which of a search's jobs are a trial's first (one more trial of the sweep) and which run it again
+        fresh = search.first_appearance(tracking.load_results(tracking_uri, sweep_id)) if follow is not None and \
+            owns_first else (lambda job, finished=False: False)
+
         try:
-            if strategy == "local":  # steps planned from what MLflow holds (farm/run/local_search.py)
-                raced: set[str] = set()
-
-                def step_event(kind: str, job: TrialJob, result: TrialResult | None, on_result) -> None:
-                    # A trial raced again in a later step is not one more trial of the sweep.
-                    again = job.trial.id in raced
-                    if kind == "finished":
-                        raced.add(job.trial.id)
-                        on_result(result)
-                    (pass_event if again else on_event)(kind, job, result)
-
-                _run_local(study, grid, trials, start=start, tracking_uri=tracking_uri, exp_id=exp_id,
-                           sweep_id=sweep_id, make_job=make_job, on_step=on_rung, measured=search_durations,
-                           run_jobs=lambda js, on_result: run_trials(
-                               js, max_in_flight=max_in_flight, max_retries=study.max_retries,
-                               on_event=lambda k, j, r: step_event(k, j, r, on_result), log_lost=lambda r: None))
-            elif strategy == "halving":  # rungs planned from what MLflow holds (farm/run/halving.py)
-                _run_halving(study, grid, trials, tracking_uri=tracking_uri, sweep_id=sweep_id, make_job=make_job,
-                             budget_gpu_hours=budget_gpu_hours, pruned=pruned, on_rung=on_rung,
-                             run_jobs=lambda js: run_trials(js, max_in_flight=max_in_flight, max_retries=study.max_retries,
-                                                            on_event=lambda k, j, r: (on_event if j.first_pass else
-                                                                                      pass_event)(k, j, r),
-                                                            log_lost=log_lost))
-            elif not nothing_left:
+            if not owns_first and not nothing_left:
                 run_trials(jobs, max_in_flight=max_in_flight, max_retries=study.max_retries,
                            on_event=on_event, log_lost=log_lost, pins={t.id: node for t, node in controls},
                            finished_before=tracking.load_results(tracking_uri, sweep_id) if point is not None else (),
                            items=schedule.items_of(study, [j.trial for j in jobs], measured) if scheduled else None)
-            if plan.is_auto(repeats) and strategy not in ("halving", "local"):
-                passes.run_auto(study, grid, trials, tracking_uri=tracking_uri, sweep_id=sweep_id, make_job=make_job,
-                                run_jobs=lambda js, on_result: run_trials(
-                                    js, max_in_flight=max_in_flight, max_retries=study.max_retries,
-                                    on_event=lambda k, j, r: (pass_event(k, j, r),
-                                                              on_result(r) if k == "finished" else None)),
-                                on_pass=on_pass)
+            if follow is not None:  # planned round by round from what MLflow holds (farm/run/search.py)
+                ctx = search.SearchContext(study=study, grid=grid, trials=trials, tracking_uri=tracking_uri,
+                                           experiment_id=exp_id, sweep_id=sweep_id, make_job=make_job,
+                                           budget_gpu_hours=budget_gpu_hours, pruned=pruned, start=start,
+                                           measured=search_durations)
+                search.run_search(search.strategy_for(follow.name, ctx), ctx,
+                                  on_plan=on_pass if follow.name == "auto" else on_rung,
+                                  run_jobs=lambda js, on_result: _run_round(
+                                      js, on_result, fresh=fresh, on_event=on_event, pass_event=pass_event,
+                                      log_lost=log_lost, max_in_flight=max_in_flight, max_retries=study.max_retries))
         except KeyboardInterrupt:
             outcome.interrupted = True
             tracking.finish_sweep(tracking_uri, sweep_id, "killed")
@@ -611,35 +598,20 @@ def _unmeasurable(study: Study, todo: list[Trial], *, primary: str, sweep_id: st
     return out
 
 
-def _run_local(study: Study, grid: str, trials: list[Trial], *, start: str | None, make_job, **kw):
-    from farm.run import local_search
+def _run_round(jobs: list[TrialJob], on_result: Callable[[TrialResult], None], *,
+               fresh: Callable[..., bool], on_event, pass_event, log_lost, max_in_flight: int,
+               max_retries: int) -> list[TrialResult]:
+    """One round of a search (farm/run/search.py): its jobs as actors, each final result stored
+    (`on_result`) before its end is told. A trial's first job counts as one more trial of the sweep,
+    a job running it again as one more pass (`fresh`); a job that logs itself and lost its actor is
+    logged as lost, one the runner stores is left to the runner."""
+    self_logging = {j.trial.id for j in jobs if j.tracking_uri}
 
-    if start is None:
-        raise UserError("strategy local needs a start (--from)", key="--from")
+    def event(kind: str, job: TrialJob, result: TrialResult | None) -> None:
+        first = fresh(job, kind == "finished")
+        if kind == "finished":
+            on_result(result)
+        (on_event if first else pass_event)(kind, job, result)
 
-    def step_job(t: Trial, rung) -> TrialJob:
-        # Every job of a search is stored by the driver as it ends (farm/run/local_search.py).
-        job = make_job(t.model_copy(update={"profiles": list(rung.profiles), "profile_repeats": {}}), rung.repeats,
-                       rung.index)
-        rstudy = local_search.rung_study(study, rung)
-        # The final comparison is the first job of the search with the full profiles: a capacity
-        # profile's search runs there (a later pass otherwise adds no load to search).
-        return job.model_copy(update={"profiles": {p: rstudy.profiles[p] for p in rung.profiles},
-                                      "search_capacity": rung.last, "tracking_uri": None, "parent_run_id": None,
-                                      "workdir": str(Path(job.workdir) / f"step-{rung.index}")})
-
-    return local_search.run_local(study, grid, trials, start=start, make_job=step_job, **kw)
-
-
-def _run_halving(study: Study, grid: str, trials: list[Trial], *, make_job, **kw):
-    from farm.analysis.halving import rung_study
-    from farm.run import halving
-
-    def rung_job(t: Trial, rung) -> TrialJob:
-        job = make_job(halving.rung_trial(t, rung), rung.repeats, rung.index)
-        rstudy = rung_study(study, [rung])
-        # the last rung brings the full profiles, capacity ones included, for the first time
-        return job.model_copy(update={"profiles": {p: rstudy.profiles[p] for p in rung.profiles},
-                                      "search_capacity": rung.last})
-
-    return halving.run_halving(study, grid, trials, make_job=rung_job, **kw)
+    return run_trials(jobs, max_in_flight=max_in_flight, max_retries=max_retries, on_event=event,
+                      log_lost=lambda r: log_lost(r) if r.trial.id in self_logging else None)

@@ -1,6 +1,6 @@
 """The driver's side of `--strategy local`: run the steps farm/analysis/local_search.py plans.
 
-Effects layer (Ray, MLflow), modelled on farm/run/halving.py: every decision comes from the pure
+Effects layer (MLflow), run by farm/run/search.py's one loop: every decision comes from the pure
 planner, replayed from what MLflow holds, so `--resume SWEEP_ID` continues at the step the stored
 results say the search stands at. A trial is one MLflow child run however many steps race it:
 its first step is logged by the driver as the trial's run, its later steps are appended to it, and
@@ -12,13 +12,15 @@ went, as `local_search.json`) go to the sweep's run through farm/store/searches.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from farm.analysis import local_search as ls
 from farm.analysis.halving import Rung, merge_rung
 from farm.analysis.outcome import TRANSIENT
 from farm.analysis.results import HeldSpan, Status, TrialResult
+from farm.errors import UserError
+from farm.run.search import BaseStrategy, SearchContext, Stored, register
 from farm.store import searches, tracking
 from farm.study.grid import RUN_OVERHEAD_S, MeasuredDurations, run_seconds, trial_starts
 from farm.study.spec import Study
@@ -236,83 +238,91 @@ def rung_study(study: Study, rung: Rung) -> Study:
     return add_rungs(study, [rung])
 
 
-def run_local(study: Study, grid: str, trials: list[Trial], *, start: str, tracking_uri: str, exp_id: str,
-              sweep_id: str, make_job: Callable[[Trial, Rung], object],
-              run_jobs: Callable[[list, Callable[[TrialResult], None]], list[TrialResult]],
-              on_step: Callable[[ls.SearchPlan], None] = lambda p: None,
-              measured: MeasuredDurations | None = None) -> ls.SearchPlan:
-    """Step after step until the planner says done; returns its last plan."""
-    searches.record_strategy(tracking_uri, sweep_id, "local", study.budget_gpu_hours, start=start)
-    estimate = searches.recorded_local_search_estimate(tracking_uri, sweep_id)
-    if estimate is None:  # priced once, when the search starts; a resume replays at the same price
-        stored = tracking.load_results(tracking_uri, sweep_id)
-        space = SearchSpace(study, trials, start, stored)
-        estimate = estimates(study, grid, [t for t in space.ranked if t.id == space.start], measured)
-        searches.record_local_search_estimate(tracking_uri, sweep_id, estimate)
-    # A resume replays the steps the sweep began as it began them (the race it chose then), even where
-    # this machine's memory-fit model or this version's repairs would choose another.
-    began = searches.recorded_local_search_plan(tracking_uri, sweep_id)
-    began_steps = began.steps if began is not None else []
-    resuming = True  # the first plan of this call: a step begun by an earlier one gets its control first
-    while True:
-        stored = tracking.load_results(tracking_uri, sweep_id)
-        p = plan_of(study, grid, trials, start, stored, measured, estimate, recorded_steps=began_steps)
-        on_step(p)
-        _record(tracking_uri, sweep_id, p)
-        if p.done:
-            return p
-        rung = p.rung
-        assert rung is not None
-        by_id = {t.id: t for t in search_trials(study, trials, stored)}
-        previous = {r.trial.id: r for r in stored}
-        run_ids = tracking.trial_run_ids(tracking_uri, sweep_id)
+@register("local")
+class LocalSearch(BaseStrategy):
+    """Step after step until the planner says done. Every job of a search is stored by the runner
+    as it ends: a trial's first job as its run, a later one appended to it."""
+
+    owns_first_pass = True
+    prices_steps = True
+
+    def __init__(self, ctx: SearchContext) -> None:
+        super().__init__(ctx)
+        if ctx.start is None:
+            raise UserError("strategy local needs a start (--from)", key="--from")
+        self.start: str = ctx.start
+        self.estimate: dict[str, float] | None = None
+        self.began_steps: list[ls.Step] = []
+        self.by_id: dict[str, Trial] = {}
+
+    def begin(self) -> None:
+        c = self.ctx
+        searches.record_strategy(c.tracking_uri, c.sweep_id, "local", c.study.budget_gpu_hours, start=self.start)
+        self.estimate = searches.recorded_local_search_estimate(c.tracking_uri, c.sweep_id)
+        if self.estimate is None:  # priced once, when the search starts; a resume replays at the same price
+            space = SearchSpace(c.study, c.trials, self.start, tracking.load_results(c.tracking_uri, c.sweep_id))
+            self.estimate = estimates(c.study, c.grid, [t for t in space.ranked if t.id == space.start], c.measured)
+            searches.record_local_search_estimate(c.tracking_uri, c.sweep_id, self.estimate)
+        # A resume replays the steps the sweep began as it began them (the race it chose then), even where
+        # this machine's memory-fit model or this version's repairs would choose another.
+        began = searches.recorded_local_search_plan(c.tracking_uri, c.sweep_id)
+        self.began_steps = began.steps if began is not None else []
+
+    def plan(self, stored: list[TrialResult], first: bool) -> ls.SearchPlan:
+        c = self.ctx
+        return plan_of(c.study, c.grid, c.trials, self.start, stored, c.measured, self.estimate,
+                       recorded_steps=self.began_steps)
+
+    def jobs(self, p: ls.SearchPlan, stored: list[TrialResult], first: bool) -> list:
+        c = self.ctx
+        self.by_id = {t.id: t for t in search_trials(c.study, c.trials, stored)}
         todo = p.trials
         if not p.final and todo and todo[0] == p.incumbent and not _ever_measured(stored, p.incumbent):
             # A start not yet seen to serve runs alone first: if it cannot start, no neighbour is
             # raced against it (the next plan repairs it, or says why the search stops).
             todo = todo[:1]
-        control = resume_control(p, stored, by_id) if resuming else None
-        resuming = False
+        # a step begun by an earlier call gets its control first
+        control = resume_control(p, stored, self.by_id) if first else None
         if control is not None:
-            by_id[control.id] = control
+            self.by_id[control.id] = control
             todo = [control.id] + list(todo)
-        jobs = [make_job(by_id[t], rung) for t in todo]
-        done: list[str] = []  # the trials of this step stored so far
+        return [self._job(self.by_id[t], p.rung) for t in todo]
 
-        def store(new: TrialResult, rung: Rung = rung) -> None:
-            tid = new.trial.id
-            if new.status in TRANSIENT or new.status == Status.cancelled:
-                return  # nothing measured: the planner asks for it again
-            if tid in previous and tid in run_ids:
-                merged = merge_rung(previous[tid], new, rung)
-                tracking.append_pass(tracking_uri, run_ids[tid], merged, new, rung.index,
-                                     Path(new.artifacts_dir) if new.artifacts_dir else None)
-            else:
-                first = new.model_copy(update={
-                    "trial": by_id[tid].model_copy(update={"profiles": list(rung.profiles), "profile_repeats": {}}),
-                    "runs": [r.model_copy(update={"pass_index": rung.index}) for r in new.runs],
-                    "spans": [HeldSpan(pass_index=rung.index, started_at=new.started_at, finished_at=new.finished_at,
-                                       node=new.node, engine_reported=dict(new.engine_reported))]
-                    if new.started_at and new.finished_at else []})
-                tracking.log_trial(tracking_uri, exp_id, sweep_id, first,
-                                   Path(new.artifacts_dir) if new.artifacts_dir else None)
-            done.append(tid)
-            # The plan as it stands with this job stored, recorded at once: a report read where the
-            # models' config.json are not (another machine) shows what this one knew.
-            _record(tracking_uri, sweep_id, plan_of(study, grid, trials, start, tracking.load_results(tracking_uri, sweep_id),
-                                                    measured, estimate, recorded_steps=began_steps))
+    def _job(self, t: Trial, rung: Rung):
+        job = self.ctx.make_job(t.model_copy(update={"profiles": list(rung.profiles), "profile_repeats": {}}),
+                                rung.repeats, rung.index)
+        rstudy = rung_study(self.ctx.study, rung)
+        # The final comparison is the first job of the search with the full profiles: a capacity
+        # profile's search runs there (a later pass otherwise adds no load to search). The runner
+        # stores every job, none logs itself.
+        return job.model_copy(update={"profiles": {q: rstudy.profiles[q] for q in rung.profiles},
+                                      "search_capacity": rung.last, "tracking_uri": None, "parent_run_id": None,
+                                      "workdir": str(Path(job.workdir) / f"step-{rung.index}")})
 
-        run_jobs(jobs, store)
-        if not done:
-            stop = p.model_copy(update={"done": True, "stop": "failed", "reason": f"{p.reason}: measured nothing"})
-            on_step(stop)
-            _record(tracking_uri, sweep_id, stop)
-            return stop
+    def store(self, new: TrialResult, previous: TrialResult | None, p: ls.SearchPlan) -> Stored | None:
+        if new.status in TRANSIENT or new.status == Status.cancelled:
+            return None  # nothing measured: the planner asks for it again
+        rung = p.rung
+        if previous is not None:
+            return Stored(merged=merge_rung(previous, new, rung), index=rung.index)
+        return Stored(first=new.model_copy(update={
+            "trial": self.by_id[new.trial.id].model_copy(update={"profiles": list(rung.profiles), "profile_repeats": {}}),
+            "runs": [r.model_copy(update={"pass_index": rung.index}) for r in new.runs],
+            "spans": [HeldSpan(pass_index=rung.index, started_at=new.started_at, finished_at=new.finished_at,
+                               node=new.node, engine_reported=dict(new.engine_reported))]
+            if new.started_at and new.finished_at else []}))
+
+    def record(self, p: ls.SearchPlan) -> None:
+        searches.record_local_search(self.ctx.tracking_uri, self.ctx.sweep_id, p)
+
+    def after_store(self, p: ls.SearchPlan) -> None:
+        # The plan as it stands with this job stored, recorded at once: a report read where the
+        # models' config.json are not (another machine) shows what this one knew.
+        self.record(self.plan(tracking.load_results(self.ctx.tracking_uri, self.ctx.sweep_id), False))
+
+    def stopped(self, p: ls.SearchPlan) -> ls.SearchPlan:
+        return p.model_copy(update={"done": True, "stop": "failed", "reason": f"{p.reason}: measured nothing"})
 
 
 def _ever_measured(results: list[TrialResult], trial: str) -> bool:
     return any(r.trial.id == trial and any(run.status == Status.ok for run in r.runs) for r in results)
-
-
-def _record(uri: str, sweep_id: str, p: ls.SearchPlan) -> None:
-    searches.record_local_search(uri, sweep_id, p)

@@ -15,17 +15,14 @@ plans the next pass again from the stored results.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 import ray
 
 from farm.analysis import plan
-from farm.store import tracking
 from farm.analysis.outcome import TRANSIENT
 from farm.analysis.results import Status, TrialResult
 from farm.study.spec import Study
 from farm.study.trial import Trial
+from farm.run.search import BaseStrategy, SearchContext, Stored, register
 
 
 def node_controls(study: Study, trials: list[Trial], cpus_per_trial: float) -> list[tuple[Trial, str]]:
@@ -39,50 +36,33 @@ def node_controls(study: Study, trials: list[Trial], cpus_per_trial: float) -> l
     return [(t, n.node_id) for t, n in copies]
 
 
-def run_auto(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str, sweep_id: str,
-             make_job: Callable[[Trial, int, int], object],
-             run_jobs: Callable[[list, Callable[[TrialResult], None]], list[TrialResult]],
-             on_pass: Callable[[plan.PassPlan], None] = lambda p: None) -> list[plan.PassPlan]:
-    """Later passes of `--repeats auto` until the ranking separates, the budget is spent or the
-    look limit is reached. `make_job(trial, repeats, pass_index)` builds a job that does not log
-    itself; `run_jobs(jobs, on_result)` runs jobs (the driver's `run_trials`), handing each
-    final result to `on_result` as its trial ends. Returns the plans, the last one done."""
+@register("auto")
+class RepeatsAuto(BaseStrategy):
+    """Later passes of `--repeats auto` until the ranking separates, the budget is spent or the look
+    limit is reached. A pass's jobs do not log themselves: each is appended to its trial's run."""
 
-    by_id = {t.id: t for t in trials}
-    plans: list[plan.PassPlan] = []
-    # Judged as an auto sweep (alpha per look) even when called with a study that says otherwise.
-    study = study if plan.is_auto(study.repeats) else study.model_copy(update={"repeats": "auto"})
-    finishing = True  # the rest of an interrupted pass comes first, once (it may fail again)
-    while True:
-        stored = tracking.load_results(tracking_uri, sweep_id)
-        p = plan.unfinished_pass(stored, study, grid, sweep_id) if finishing else None
-        finishing = False
-        if p is None:
-            p = plan.pass_from_stored(stored, study, grid, sweep_id)
-        plans.append(p)
-        on_pass(p)
-        if p.done:
-            return plans
-        previous = {r.trial.id: r for r in stored}
-        run_ids = tracking.trial_run_ids(tracking_uri, sweep_id)
-        primary = study.grid_primary_profile(grid)
-        jobs = [make_job(plan.pass_trial(by_id[t], primary), p.repeats, p.pass_index) for t in p.trials if t in by_id]
-        appended: list[str] = []
+    def __init__(self, ctx: SearchContext) -> None:
+        super().__init__(ctx)
+        study = ctx.study
+        # Judged as an auto sweep (alpha per look) even when called with a study that says otherwise.
+        self.study = study if plan.is_auto(study.repeats) else study.model_copy(update={"repeats": "auto"})
+        self.by_id = {t.id: t for t in ctx.trials}
 
-        def append(new: TrialResult, pass_index: int = p.pass_index) -> None:
-            # Each trial's pass is stored as soon as it ends: a machine lost mid-pass (a GPU lease
-            # ending) costs the trial in flight, not the pass's trials before it.
-            tid = new.trial.id
-            if not new.runs or new.status in TRANSIENT or new.status == Status.cancelled or tid not in run_ids:
-                return  # nothing measured (or nowhere to put it): the trial keeps what it had
-            merged = plan.merge_pass(previous[tid], new, pass_index)
-            tracking.append_pass(tracking_uri, run_ids[tid], merged, new, pass_index,
-                                 Path(new.artifacts_dir) if new.artifacts_dir else None)
-            appended.append(tid)
+    def plan(self, stored: list[TrialResult], first: bool) -> plan.PassPlan:
+        # the rest of an interrupted pass comes first, once (it may fail again)
+        p = plan.unfinished_pass(stored, self.study, self.ctx.grid, self.ctx.sweep_id) if first else None
+        return p if p is not None else plan.pass_from_stored(stored, self.study, self.ctx.grid, self.ctx.sweep_id)
 
-        run_jobs(jobs, append)
-        if not appended:
-            stop = plan.PassPlan(done=True, reason=f"pass {p.pass_index} measured nothing", pass_index=p.pass_index,
-                                 spent=p.spent, budget=p.budget)
-            on_pass(stop)
-            return plans + [stop]
+    def jobs(self, p: plan.PassPlan, stored: list[TrialResult], first: bool) -> list:
+        primary = self.study.grid_primary_profile(self.ctx.grid)
+        return [self.ctx.make_job(plan.pass_trial(self.by_id[t], primary), p.repeats, p.pass_index)
+                for t in p.trials if t in self.by_id]
+
+    def store(self, new: TrialResult, previous: TrialResult | None, p: plan.PassPlan) -> Stored | None:
+        if not new.runs or new.status in TRANSIENT or new.status == Status.cancelled or previous is None:
+            return None  # nothing measured: the trial keeps what it had
+        return Stored(merged=plan.merge_pass(previous, new, p.pass_index), index=p.pass_index)
+
+    def stopped(self, p: plan.PassPlan) -> plan.PassPlan:
+        return plan.PassPlan(done=True, reason=f"pass {p.pass_index} measured nothing", pass_index=p.pass_index,
+                             spent=p.spent, budget=p.budget)

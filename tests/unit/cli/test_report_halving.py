@@ -3,8 +3,8 @@ of several sweeps' under its id; and a sweep's Memory fit section, read back whe
 config.json is not.
 
 The stores are real MLflow (SQLite in tmp_path), written by farm's own writers: the halving
-driver's rung loop (farm/run/halving.py `run_halving`: its tags, halving.json, later rungs
-appended to the trials' runs), the trial actor's logging of rung 1 and `record_check`'s tags.
+one search runner (farm/run/search.py `run_search` with farm/run/halving.py's strategy: its tags,
+halving.json, later rungs appended to the trials' runs), the trial actor's logging of rung 1 and `record_check`'s tags.
 What stands in for Ray and the engines is only the benchmark numbers, chosen so that the stops
 are known (as tests/unit/cli/test_report_sweeps.py does for a grid sweep)."""
 
@@ -37,7 +37,8 @@ def _metrics(tps: float) -> RunMetrics:
 
 def _halving_sweep(uri: str, study, grid: str, tps: dict[str, float]) -> str:
     """One halving sweep of `grid`, its rungs run by the driver's own loop."""
-    from farm.run.halving import rung_trial, run_halving
+    from actors.bench import TrialJob
+    from farm.run import search
     from farm.store import tracking
 
     trials = expand(study, grid)
@@ -45,23 +46,31 @@ def _halving_sweep(uri: str, study, grid: str, tps: dict[str, float]) -> str:
                                             command=f"farm sweep --grid {grid} --strategy halving", repeats=3)
     clock = [1.7e9]
 
-    def run_jobs(jobs):
+    def make_job(trial, repeats, pass_index):  # as the driver's: a rung's pass is its index
+        return TrialJob(sweep_id=sweep_id, trial=trial, engine_spec=study.engines[trial.engine], profiles={},
+                        repeats=repeats, min_success_rate=study.min_success_rate, workdir="", order_seed=pass_index - 1,
+                        first_pass=pass_index == 1, tracking_uri=uri if pass_index == 1 else None)
+
+    def run_jobs(jobs, on_result):
         out = []
-        for trial, rung in jobs:
+        for job in jobs:
+            trial, index = job.trial, job.order_seed + 1
             t0 = clock[0] = clock[0] + 100
             runs = [ProfileRun(profile=name, repeat=i, status=Status.ok, metrics=_metrics(tps[trial.name] * (1 + 0.01 * i)),
                                started_at=t0 + 20 + 10 * i, finished_at=t0 + 28 + 10 * i)
-                    for name in rung.profiles for i in range(rung.repeats)]
-            result = TrialResult(sweep_id=sweep_id, trial=rung_trial(trial, rung), status=Status.ok, runs=runs, attempt=1,
+                    for name in job.profiles for i in range(job.repeats)]
+            result = TrialResult(sweep_id=sweep_id, trial=trial, status=Status.ok, runs=runs, attempt=1,
                                  serve_command=f"serve {trial.name}", started_at=t0, finished_at=t0 + 60,
                                  guidellm_version="0.8.1", node="laptop")
-            if rung.index == 1:  # the trial actor logs its first pass itself
+            if index == 1:  # the trial actor logs its first pass itself
                 tracking.log_trial(uri, exp_id, sweep_id, result, None)
+            on_result(result)
             out.append(result)
         return out
 
-    run_halving(study, grid, trials, tracking_uri=uri, sweep_id=sweep_id, budget_gpu_hours=BUDGET,
-                make_job=lambda trial, rung: (trial, rung), run_jobs=run_jobs)
+    ctx = search.SearchContext(study=study, grid=grid, trials=trials, tracking_uri=uri, experiment_id=exp_id,
+                               sweep_id=sweep_id, make_job=make_job, budget_gpu_hours=BUDGET)
+    search.run_search(search.strategy_for("halving", ctx), ctx, run_jobs=run_jobs)
     tracking.finish_sweep(uri, sweep_id, "finished", [])
     return sweep_id
 
