@@ -26,13 +26,16 @@ from farm.errors import UserError
 # revoked password still works, as MLflow's own option documents.
 AUTH_CACHE_DEFAULT_S = 60
 
+# MLflow reads this file with configparser's %-interpolation: the credentials never go in it (they
+# reach MLflow's auth app in its MLFLOW_AUTH_ADMIN_* variables, read as they are), and the one path
+# in it has each % doubled (`_ini_value`).
 AUTH_INI = """[mlflow]
-# Written by `farm server --auth`. New users get no permission until the admin grants one.
+# Written by `farm server --auth`. New users get no permission until the admin grants one. The
+# admin account comes from MLFLOW_AUTH_ADMIN_USERNAME / _PASSWORD in the server's environment.
 default_permission = NO_PERMISSIONS
 database_uri = sqlite:///{db}
-admin_username = {user}
-admin_password = {password}
-authorization_function = mlflow.server.auth:authenticate_request_basic_auth
+# MLflow's basic-auth check, and its 401 for a bearer token (MLFLOW_TRACKING_TOKEN) instead of a 500
+authorization_function = farm.store.auth:authenticate_basic_only
 # A credential that passed is trusted for this many seconds in each server worker (farm server
 # --auth-cache-s): without it every request checks the password's PBKDF2 hash, tens of ms of CPU.
 auth_cache_ttl_seconds = {cache_s}
@@ -71,8 +74,20 @@ def _check_admin_password(password: str) -> None:
         raise UserError(f"MLFLOW_TRACKING_PASSWORD is not a valid admin password for MLflow: {why}", key="--auth")
 
 
+def _not_utf8(value: str) -> bool:
+    # a variable whose bytes are not UTF-8 (Python keeps them as lone surrogates): MLflow hashes
+    # the password's UTF-8 and clients send UTF-8, so such a login could never pass
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _admin_credentials() -> tuple[str, str]:
-    """The admin account for MLflow's basic-auth app, checked before anything is written."""
+    """The admin account for MLflow's basic-auth app, checked before anything is written. Any
+    password MLflow's policy takes is taken as it is: `%`, quotes, `;`, spaces at either end,
+    non-ASCII letters (it never goes through a parser on its way to MLflow)."""
     try:
         import flask_wtf  # noqa: F401  (the basic-auth app needs it: pip install 'mlflow[auth]')
     except ImportError:
@@ -81,21 +96,36 @@ def _admin_credentials() -> tuple[str, str]:
     if not user or not password:
         raise UserError("set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (the admin account; "
                         "clients use the same variables)", key="--auth")
+    if ":" in user:
+        raise UserError("MLFLOW_TRACKING_USERNAME holds a ':', which no HTTP basic-auth login can carry (the "
+                        "user name ends at the first ':'): choose a user name without one", key="--auth")
+    for name, value in (("MLFLOW_TRACKING_USERNAME", user), ("MLFLOW_TRACKING_PASSWORD", password)):
+        if _not_utf8(value):
+            raise UserError(f"{name} is not valid UTF-8 (the bytes of another encoding): MLflow and its clients "
+                            f"send logins as UTF-8, so it could never log in", key="--auth")
     _check_admin_password(password)
     return user, password
 
 
+def _ini_value(text: str) -> str:
+    """`text` as configparser's %-interpolation reads it back (MLflow reads basic_auth.ini so)."""
+    return text.replace("%", "%%")
+
+
 def _auth_env(store: Path, user: str, password: str, cache_s: int) -> dict[str, str]:
-    """MLflow's basic-auth app: its config (the admin account) and a Flask secret key, both kept
-    in the store (mode 0600)."""
+    """MLflow's basic-auth app: its config and a Flask secret key, both kept in the store (mode
+    0600), and the admin account in the variables MLflow's auth app reads as they are
+    (MLFLOW_AUTH_ADMIN_USERNAME / _PASSWORD): never in the config file, which MLflow parses with
+    %-interpolation (a `%` in a password killed the server at start), and never on disk."""
     ini = store / "basic_auth.ini"
-    ini.write_text(AUTH_INI.format(db=store / "basic_auth.db", user=user, password=password, cache_s=cache_s))
+    ini.write_text(AUTH_INI.format(db=_ini_value(str(store / "basic_auth.db")), cache_s=cache_s))
     ini.chmod(0o600)
     key_file = store / "flask_secret_key"
     if not key_file.exists():
         key_file.write_text(secrets.token_hex(32))
         key_file.chmod(0o600)
-    return {"MLFLOW_AUTH_CONFIG_PATH": str(ini), "MLFLOW_FLASK_SERVER_SECRET_KEY": key_file.read_text().strip()}
+    return {"MLFLOW_AUTH_CONFIG_PATH": str(ini), "MLFLOW_FLASK_SERVER_SECRET_KEY": key_file.read_text().strip(),
+            "MLFLOW_AUTH_ADMIN_USERNAME": user, "MLFLOW_AUTH_ADMIN_PASSWORD": password}
 
 
 @click.command("server")

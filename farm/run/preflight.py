@@ -105,22 +105,105 @@ def check_tracking_uri(uri: str, *, key: str = "--tracking-uri", to_write: bool 
 
 
 def _check_server_login(uri: str, key: str) -> None:
-    """A server behind MLflow's auth app answers /health to anyone but refuses its API without a
-    login: found here, before a sweep starts, rather than as a 401 traceback from its first run.
-    MLflow's own client sends the credentials, from wherever MLflow reads them."""
-    code = auth.api_refusal(uri)
-    if code is None:
-        return
-    user = auth.login_user()  # MLFLOW_TRACKING_USERNAME or ~/.mlflow/credentials
+    """The server answers MLflow's API with this client's credentials: found here, before a sweep
+    starts, rather than as a 401 traceback from its first run or a 5xx its clients retry for
+    minutes. A server behind MLflow's auth app answers /health to anyone, so one API call, sent by
+    MLflow's own client with the credential MLflow reads; only a 2xx passes."""
+    try:
+        login = auth.client_login()
+    except auth.CredentialsFileError as exc:
+        raise UserError(_credentials_file_refusal(exc), file=auth.CREDENTIALS_FILE, key=exc.option) from None
+    timeout_s = auth.client_timeout_s()
+    if timeout_s is None:
+        raise UserError("not a whole number of seconds above 0 (how long MLflow's client waits for each answer)",
+                        key=auth.TIMEOUT_VAR)
+    why = login_refusal(auth.api_answer(uri, min(timeout_s, LOGIN_TIMEOUT_S)), login, timeout_s=timeout_s)
+    if why is not None:
+        raise UserError(f"the MLflow server at {uri} {why}", key=key)
+
+
+# One API call: a password hash (tens of ms) on a server a sweep may keep busy. At most what
+# MLflow's client itself waits (MLFLOW_HTTP_REQUEST_TIMEOUT), for the sweep's calls wait no longer.
+LOGIN_TIMEOUT_S = 30
+
+
+def _credentials_file_refusal(exc: auth.CredentialsFileError) -> str:
+    """Why MLflow's client cannot read ~/.mlflow/credentials (never a line of it: it holds a password)."""
+    at = f" (line {exc.line})" if exc.line else ""
+    if exc.why == "interpolation":
+        return ("MLflow cannot read this value: it reads the file with %-interpolation, so a '%' in a password is "
+                f"written '%%' there (or set {auth.PASSWORD_VAR}, which is read as it is)")
+    if exc.why == "encoding":
+        return "MLflow cannot read this file: it is not UTF-8"
+    if exc.why == "duplicate":
+        return f"MLflow cannot read this file: a key or section is given twice{at}"
+    if exc.why == "syntax":
+        return (f"MLflow cannot read this file{at}: it expects an [mlflow] section of "
+                "'mlflow_tracking_username = ...' and 'mlflow_tracking_password = ...' lines")
+    return f"MLflow cannot read this file: {exc.why}"
+
+
+def _credential(login: auth.Login) -> str:
+    """The credential a request carried, by where it came from (never its value)."""
+    if login.sends == "basic":
+        sources = dict.fromkeys((login.user_from, login.password_from))
+        return f"the login of user {login.user!r} (from {' and '.join(sources)})"
+    if login.sends == "token":
+        return f"the token in {login.token_from}"
+    return "no login"
+
+
+def _half_login(login: auth.Login) -> str | None:
+    """A user without a password or a password without a user: MLflow's client sends neither."""
+    if login.user_from and not login.password_from:
+        return (f"{login.user_from} names user {login.user!r} but no password is set: set "
+                f"{auth.PASSWORD_VAR} (or {auth.CREDENTIALS_FILE})")
+    if login.password_from and not login.user_from:
+        return f"a password is set in {login.password_from} but no user: set {auth.USER_VAR} (or {auth.CREDENTIALS_FILE})"
+    return None
+
+
+def login_refusal(answer: auth.ApiAnswer, login: auth.Login, *, timeout_s: int = LOGIN_TIMEOUT_S) -> str | None:
+    """Why a server's answer to one API call with `login` is no "reachable and authorised" (the
+    words after "the MLflow server at URI"), or None for a 2xx. `timeout_s`: MLflow's client's
+    own wait (MLFLOW_HTTP_REQUEST_TIMEOUT), of which the call waited at most LOGIN_TIMEOUT_S."""
+    sent = _credential(login)
+    if answer.status is None:
+        if answer.failure == "timeout":
+            waited = (f"{timeout_s} s ({auth.TIMEOUT_VAR})" if timeout_s < LOGIN_TIMEOUT_S
+                      else f"{LOGIN_TIMEOUT_S} s")
+            return (f"did not answer an API call within {waited}, sent with {sent}: it answers /health, so it is "
+                    "up but busy or stuck; see its log")
+        return f"answered /health but not an API call sent with {sent} ({answer.failure})"
+    code = answer.status
+    if 200 <= code < 300:
+        return None
     if code == 401:
-        if not user and not os.environ.get("MLFLOW_TRACKING_TOKEN"):
-            raise UserError(f"the MLflow server at {uri} requires a login: set MLFLOW_TRACKING_USERNAME and "
-                            "MLFLOW_TRACKING_PASSWORD (or ~/.mlflow/credentials)", key=key)
-        raise UserError(f"the MLflow server at {uri} rejected the credentials of "
-                        f"{'user ' + repr(user) if user else 'MLFLOW_TRACKING_TOKEN'}", key=key)
+        half = _half_login(login) if login.sends != "basic" else None
+        if half:
+            return f"requires a login: {half}"
+        if login.sends == "none":
+            return (f"requires a login: set {auth.USER_VAR} and {auth.PASSWORD_VAR} (or {auth.CREDENTIALS_FILE})")
+        if login.sends == "token":
+            if answer.challenge == "basic":
+                return (f"takes a user and password (HTTP basic auth, as MLflow's auth app does), not {sent}: set "
+                        f"{auth.USER_VAR} and {auth.PASSWORD_VAR}")
+            return f"rejected {sent} (HTTP 401)"
+        colon = ": a ':' in a user name cannot pass HTTP basic auth" if ":" in (login.user or "") else \
+            ": wrong user or password"
+        return f"rejected {sent}{colon}"
     if code == 403:
-        raise UserError(f"the MLflow server at {uri}: user {user!r} may not read experiments", key=key)
-    # any other answer: reachable a moment ago, so not a user mistake; the sweep meets it later
+        who = f"user {login.user!r} (from {login.user_from})" if login.sends == "basic" else sent
+        return f"refused {who} (HTTP 403): it may not read experiments; an admin of the server grants permissions"
+    if code >= 500:
+        hint = ""
+        if login.sends == "token":
+            # MLflow 3.17's basic-auth app with its login cache on answers a bearer token so
+            hint = (f"; MLflow's auth app answers a token so when its login cache is on: it takes "
+                    f"{auth.USER_VAR} and {auth.PASSWORD_VAR}, not a token")
+        return f"answered HTTP {code} to an API call with {sent}{hint}; see the server's log"
+    return (f"answered HTTP {code} to an API call ({auth.API_PROBE}) with {sent}: is it an MLflow "
+            "tracking server?")
 
 
 def check_store_to_read(uri: str, *, key: str = "--tracking-uri") -> None:

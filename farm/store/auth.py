@@ -1,33 +1,134 @@
-"""MLflow's basic-auth app, as farm meets it: whether a server accepts this client's login
-(`farm sweep`'s check before anything starts, farm/run/preflight.py) and MLflow's own password
-policy for the admin account `farm server --auth` creates (farm/cli/server.py).
+"""MLflow's basic-auth app, as farm meets it: what a server answers this client's login (`farm
+sweep`'s check before anything starts, farm/run/preflight.py), which credential MLflow's client
+sends and where it came from, MLflow's own password policy for the admin account `farm server
+--auth` creates, and the login check that server runs (farm/cli/server.py).
 
 MLflow's own client and rules, so that farm agrees with what the server will do; the refusals'
-words are the callers'.
+words are the callers'. No secret leaves this module: a `Login` says where a credential came
+from, never what it is.
 """
 
 from __future__ import annotations
 
+import configparser
+from dataclasses import dataclass
+
+from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_TIMEOUT, MLFLOW_TRACKING_TOKEN
 from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
-from mlflow.utils.credentials import read_mlflow_creds
+from mlflow.utils import credentials as mlflow_credentials
 from mlflow.utils.validation import _validate_password
 
+API_PROBE = "/api/2.0/mlflow/experiments/search"  # the cheapest call every MLflow server answers
+CREDENTIALS_FILE = "~/.mlflow/credentials"
+USER_VAR, PASSWORD_VAR, TOKEN_VAR = "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", MLFLOW_TRACKING_TOKEN.name
 
-def api_refusal(uri: str) -> int | None:
-    """The HTTP status a server answers this client's first API call with when it refuses it (401:
-    no or wrong login, 403: not allowed), None when it answers. MLflow's own client sends the
-    credentials, from wherever MLflow reads them; a server it cannot reach raises as MLflow does."""
+
+@dataclass(frozen=True)
+class Login:
+    """The credential MLflow's client sends a server, and where each part of it came from (a
+    variable's name or ~/.mlflow/credentials), never its value. MLflow sends HTTP basic auth when
+    it has a user and a password, else a bearer token when it has one, else nothing."""
+
+    user: str | None
+    user_from: str | None
+    password_from: str | None
+    token_from: str | None
+
+    @property
+    def sends(self) -> str:
+        """"basic", "token" or "none", as MLflow's client decides (mlflow.utils.rest_utils.http_request)."""
+        if self.user_from and self.password_from:
+            return "basic"
+        return "token" if self.token_from else "none"
+
+
+class CredentialsFileError(Exception):
+    """~/.mlflow/credentials cannot be read as MLflow reads it (configparser with %-interpolation):
+    MLflow's client would fail on every request. `option`: the key that failed where known,
+    `line`: its line where known; the file's text is never kept (it holds a password)."""
+
+    def __init__(self, why: str, *, option: str | None = None, line: int | None = None):
+        super().__init__(why)
+        self.why, self.option, self.line = why, option, line
+
+
+def client_login() -> Login:
+    """Which credential MLflow's client sends, as `mlflow.utils.credentials.read_mlflow_creds`
+    reads it: each of MLFLOW_TRACKING_USERNAME and _PASSWORD from its variable when set and not
+    empty, else from ~/.mlflow/credentials; MLFLOW_TRACKING_TOKEN. Raises CredentialsFileError
+    where MLflow's own reading of the file would raise."""
     try:
-        MlflowClient(uri).search_experiments(max_results=1)
+        user_file, password_file = mlflow_credentials._read_mlflow_creds_from_file()
+    except configparser.InterpolationError as exc:
+        raise CredentialsFileError("interpolation", option=exc.option) from None
+    except configparser.ParsingError as exc:  # MissingSectionHeaderError among them
+        errors = getattr(exc, "errors", None)
+        line = errors[0][0] if errors else getattr(exc, "lineno", None)
+        raise CredentialsFileError("syntax", line=line) from None
+    except (configparser.DuplicateOptionError, configparser.DuplicateSectionError) as exc:
+        raise CredentialsFileError("duplicate", option=getattr(exc, "option", None), line=exc.lineno) from None
+    except configparser.Error:
+        raise CredentialsFileError("syntax") from None
+    except UnicodeDecodeError:
+        raise CredentialsFileError("encoding") from None
+    except OSError as exc:
+        raise CredentialsFileError(f"unreadable: {exc.strerror or type(exc).__name__}") from None
+    user_env, password_env = mlflow_credentials._read_mlflow_creds_from_env()
+    return Login(user=user_env or user_file,
+                 user_from=USER_VAR if user_env else CREDENTIALS_FILE if user_file else None,
+                 password_from=PASSWORD_VAR if password_env else CREDENTIALS_FILE if password_file else None,
+                 token_from=TOKEN_VAR if MLFLOW_TRACKING_TOKEN.get() else None)
+
+
+TIMEOUT_VAR = MLFLOW_HTTP_REQUEST_TIMEOUT.name
+
+
+def client_timeout_s() -> int | None:
+    """How long MLflow's client waits for one answer (MLFLOW_HTTP_REQUEST_TIMEOUT, MLflow's default
+    when unset); None when the variable holds no whole number of seconds above 0 (MLflow's client
+    would raise on it at its first request)."""
+    try:
+        seconds = MLFLOW_HTTP_REQUEST_TIMEOUT.get()
+    except ValueError:
+        return None
+    return seconds if seconds > 0 else None
+
+
+@dataclass(frozen=True)
+class ApiAnswer:
+    """What a server answered one API call carrying this client's credential: an HTTP status and
+    the scheme its 401 asks for (WWW-Authenticate: "basic" from MLflow's auth app), or, with no
+    status, `failure`: "timeout" or why no answer came."""
+
+    status: int | None
+    challenge: str | None = None
+    failure: str | None = None
+
+
+def api_answer(uri: str, timeout_s: float) -> ApiAnswer:
+    """One API call to the server at `uri`, sent by MLflow's own HTTP client with the credentials
+    MLflow reads (call `client_login` first: a damaged credentials file raises here as in MLflow),
+    once: no retry (MLflow's client retries a 5xx for minutes, which is what a sweep would do)."""
+    import requests
+    from mlflow.utils.rest_utils import http_request
+
+    creds = mlflow_credentials.get_default_host_creds(uri)
+    try:
+        response = http_request(creds, API_PROBE, "GET", max_retries=0, backoff_factor=0, retry_codes=(),
+                                timeout=timeout_s, raise_on_status=False, params={"max_results": 1})
     except MlflowException as exc:
-        return exc.get_http_status_code()
-    return None
-
-
-def login_user() -> str | None:
-    """The user MLflow logs in as: MLFLOW_TRACKING_USERNAME or ~/.mlflow/credentials."""
-    return read_mlflow_creds().username
+        # MLflow wraps what requests raised; a read timeout comes as requests' ConnectionError over
+        # urllib3's, over the socket's TimeoutError
+        chain, cause = [], exc.__cause__ or exc.__context__
+        while cause is not None and len(chain) < 20:
+            chain.append(cause)
+            cause = cause.__cause__ or cause.__context__
+        if any(isinstance(e, (requests.exceptions.Timeout, TimeoutError)) or "ReadTimeout" in type(e).__name__
+               for e in chain):
+            return ApiAnswer(None, failure="timeout")
+        return ApiAnswer(None, failure=type(chain[-1] if chain else exc).__name__)
+    scheme = response.headers.get("WWW-Authenticate", "").split(" ", 1)[0].lower() or None
+    return ApiAnswer(response.status_code, challenge=scheme)
 
 
 def password_refusal(password: str) -> str | None:
@@ -37,3 +138,18 @@ def password_refusal(password: str) -> str | None:
     except MlflowException as exc:
         return exc.message
     return None
+
+
+def authenticate_basic_only():
+    """The login check of `farm server --auth` (its `authorization_function`), run inside the
+    MLflow server: MLflow's own basic-auth check for a request with HTTP basic credentials, and
+    MLflow's own 401 (WWW-Authenticate: Basic) for any other Authorization header. MLflow 3.17's
+    check, with its login cache on, hashes the absent password of a bearer token (what MLflow's
+    client sends for MLFLOW_TRACKING_TOKEN) and answers HTTP 500, which clients retry for minutes."""
+    from flask import request
+    from mlflow.server.auth import authenticate_request_basic_auth, make_basic_auth_response
+
+    given = request.authorization
+    if given is None or given.type != "basic" or given.username is None or given.password is None:
+        return make_basic_auth_response()
+    return authenticate_request_basic_auth()

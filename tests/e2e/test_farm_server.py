@@ -87,7 +87,9 @@ def _group_commands(pgid: int) -> list[str]:
 
 @pytest.mark.parametrize("login, message", [
     ({}, "requires a login: set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or ~/.mlflow/credentials)"),
-    ({**ADMIN, "MLFLOW_TRACKING_PASSWORD": "not-it"}, "rejected the credentials of user 'farm-admin'"),
+    ({**ADMIN, "MLFLOW_TRACKING_PASSWORD": "not-it"}, "rejected the login of user 'farm-admin' (from "
+                                                      "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD): wrong "
+                                                      "user or password"),
 ])
 def test_a_sweep_without_the_servers_login_stops_in_one_line_before_anything_starts(auth_server, tmp_path, login,
                                                                                     message):
@@ -129,7 +131,7 @@ def test_a_whole_sweep_logs_into_the_authenticated_server(auth_server, tmp_path)
         assert PASSWORD not in repr(run.data.params) + repr(run.data.tags)
     assert all("files/engine.log" in paths for paths in logs.values()), logs
     written = [p for p in (tmp_path / "farm-runs").rglob("*") if p.is_file()]
-    written += [p for p in auth_server["store"].rglob("*") if p.is_file() and p.name != "basic_auth.ini"]
+    written += [p for p in auth_server["store"].rglob("*") if p.is_file()]  # its auth config too
     assert written and not [p for p in written if PASSWORD.encode() in p.read_bytes()]
 
 
@@ -138,6 +140,9 @@ def test_a_whole_sweep_logs_into_the_authenticated_server(auth_server, tmp_path)
          "variables)"),
     ({**ADMIN, "MLFLOW_TRACKING_PASSWORD": "short"}, "MLFLOW_TRACKING_PASSWORD is not a valid admin password for "
                                                      "MLflow: Password must be at least 12 characters"),
+    ({**ADMIN, "MLFLOW_TRACKING_USERNAME": "farm:admin"}, "MLFLOW_TRACKING_USERNAME holds a ':', which no HTTP "
+                                                          "basic-auth login can carry"),
+    ({**ADMIN, "MLFLOW_TRACKING_PASSWORD": b"caf\xe9-latin-1-password"}, "MLFLOW_TRACKING_PASSWORD is not valid UTF-8"),
 ])
 def test_auth_needs_valid_admin_credentials_before_anything_is_written(tmp_path, admin, message):
     proc = subprocess.run([sys.executable, "-m", "farm.cli", "server", "--auth", "--store", str(tmp_path / "s")],
