@@ -107,6 +107,18 @@ def _admin_credentials() -> tuple[str, str]:
     return user, password
 
 
+def _check_stored_admin(store: Path, user: str, password: str) -> None:
+    """A store whose admin account exists keeps its password: MLflow sets it only when it creates
+    the account, so a changed MLFLOW_TRACKING_PASSWORD would start a server that refuses it."""
+    from farm.store.auth import stored_password_differs
+
+    db = store / "basic_auth.db"
+    if stored_password_differs(db, user, password):
+        raise UserError(f"MLFLOW_TRACKING_PASSWORD is not the password user {user!r} has in {db}: MLflow sets an "
+                        f"admin's password only when it creates the account; give that one, change it through "
+                        f"MLflow's users/update-password API, or start a new --store", key="--auth")
+
+
 def _ini_value(text: str) -> str:
     """`text` as configparser's %-interpolation reads it back (MLflow reads basic_auth.ini so)."""
     return text.replace("%", "%%")
@@ -157,6 +169,7 @@ def server(store: str, host: str, port: int, auth: bool, allowed_hosts: str | No
     # environment says.
     env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     if admin:
+        _check_stored_admin(root, *admin)
         env.update(_auth_env(root, *admin, cache_s=AUTH_CACHE_DEFAULT_S if auth_cache_s is None else auth_cache_s))
     argv = server_command(root, host, port, auth=auth, allowed_hosts=allowed_hosts, workers=workers)
     shown = "0.0.0.0" if host in ("0.0.0.0", "::") else host

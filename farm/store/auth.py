@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import configparser
 from dataclasses import dataclass
+from pathlib import Path
 
 from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_TIMEOUT, MLFLOW_TRACKING_TOKEN
 from mlflow.exceptions import MlflowException
@@ -138,6 +139,29 @@ def password_refusal(password: str) -> str | None:
     except MlflowException as exc:
         return exc.message
     return None
+
+
+def stored_password_differs(db: Path, user: str, password: str) -> bool:
+    """Whether the auth database `db` of MLflow's basic-auth app (one `farm server --auth` made
+    before) holds `user` with another password. MLflow sets an admin's password only when it
+    creates the account, so a server restarted with a changed password would start and then
+    refuse it. Read-only, with the check MLflow's store makes (werkzeug's password hash); a
+    database that is not there, or not yet one of MLflow's, differs in nothing."""
+    import sqlite3
+
+    from werkzeug.security import check_password_hash
+
+    if not db.is_file():
+        return False
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            row = con.execute("SELECT password_hash FROM users WHERE username = ?", (user,)).fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False  # MLflow's own start says what is wrong with its database
+    return row is not None and not check_password_hash(row[0], password)
 
 
 def authenticate_basic_only():

@@ -80,6 +80,21 @@ def test_a_password_with_percent_signs_starts_the_server_and_logs_in(server, tmp
     assert "admin_password" not in (server["store"] / "basic_auth.ini").read_text()
 
 
+def test_a_restart_with_another_admin_password_is_refused_before_it_starts(server, tmp_path):
+    """MLflow keeps the password an admin account was created with: a server restarted on the
+    same store with another one would start and then refuse it, so farm says so first."""
+    (port,) = free_ports(1)
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in server["store"].iterdir())
+    proc = _farm(["server", "--auth", "--store", str(server["store"]), "--port", str(port)], tmp_path, timeout=120,
+                 MLFLOW_TRACKING_USERNAME=USER, MLFLOW_TRACKING_PASSWORD="a-new-password-2")
+    assert _one_line(proc) == (f"error: --auth: MLFLOW_TRACKING_PASSWORD is not the password user '{USER}' has in "
+                               f"{server['store'] / 'basic_auth.db'}: MLflow sets an admin's password only when it "
+                               "creates the account; give that one, change it through MLflow's users/update-password "
+                               "API, or start a new --store")
+    assert "a-new-password-2" not in proc.stderr
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in server["store"].iterdir()) == before  # nothing written
+
+
 @pytest.mark.parametrize("password", [
     'naïve "quoted" ключ 密码 ;# [x]',  # non-ASCII, quotes, INI comment and section characters
     "  spaces at both ends  ",  # an INI value would lose them
