@@ -46,6 +46,9 @@ def cli() -> None:
 @click.option("--tracking-uri", type=opt.TRACKING_URI, default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
 @click.option("--experiment", type=opt.SAFE_NAME, default=None, help="MLflow experiment; default: the grid's, else the study's.")
 @click.option("--resume", "resume", type=opt.SWEEP_ID, default=None, metavar="SWEEP_ID", help="Continue this sweep: run only its unfinished trials.")
+@click.option("--wait-lease", "wait_lease", type=opt.LEASE_WAIT_S, default=None, metavar="SECONDS",
+              help="With --resume: if another driver runs the sweep, wait up to SECONDS for it to end, then "
+                   "resume (default: refuse at once; one driver a sweep).")
 @click.option("--repeats", type=opt.REPEATS, default=None, metavar="N|auto",
               help="Runs per trial and profile, or 'auto': 3, then more only for the trials still overlapping "
                    "the leader (default: the study's).")
@@ -86,7 +89,8 @@ def cli() -> None:
               "With --dry-run, the trials as JSON.")
 @opt.price_option
 def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repeats, run_budget, strategy, start,
-          budget, baseline, compile_cache, accelerator, workdir, no_wait, only, quiet, as_json, prices=()) -> None:
+          budget, baseline, compile_cache, accelerator, workdir, no_wait, only, quiet, as_json, prices=(),
+          wait_lease=None) -> None:
     """Expand a grid into trials and benchmark each on its own engine server.
 
     \b
@@ -192,6 +196,9 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
         raise UserError("shapes the report this machine writes; with --address http://... the sweep runs as a Ray "
                         "job: set the study's `baseline:` instead, or use `farm report SWEEP_ID --baseline TRIAL`",
                         key="--baseline")
+    if wait_lease is not None and (not resume or is_jobs_address(address)):
+        raise UserError("only with --resume, run from this machine: a new sweep has no other driver to wait for, "
+                        "and a Ray job's driver refuses at once", key="--wait-lease")
     if only and (is_jobs_address(address) or repeats == "auto"):
         raise UserError("--trial runs part of a sweep from this machine; it does not combine with "
                         "--address http://... or --repeats auto", key="--trial")
@@ -259,7 +266,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     run_and_report(study, grid, trials, address=address, tracking_uri=tracking_uri, experiment=experiment,
                    resume=resume, repeats=repeats or study.repeats, workdir=node_workdir, command=argv,
                    only=selected, strategy=study.strategy, budget_gpu_hours=study.budget_gpu_hours, pruned=pruned,
-                   start=start_id)
+                   start=start_id, wait_lease=wait_lease or 0)
 
 
 def _with_strategy(study, strategy, budget, *, repeats, only, resume=None, start=None):

@@ -63,6 +63,8 @@ NODE_DIRECTORY = Checked("directory", inputs.directory_option)
 HOST = Checked("host", inputs.host_option)
 # --price H100=2.5: dollars per GPU-hour of one accelerator type (repeatable; over the study's `prices`)
 PRICE = Checked("price", inputs.price)
+# --wait-lease: seconds a resume waits for the sweep's other driver, bounded (a day)
+LEASE_WAIT_S = Checked("seconds", _whole(1, 86400))
 
 
 def price_option(f):

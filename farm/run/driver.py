@@ -24,7 +24,7 @@ from farm.run.ray_names import actor_name, sweep_namespace
 from farm.run.links import mlflow_run_link
 from farm.analysis import accelerator, plan, schedule, twins
 from farm.run.memory import unfit_trials
-from farm.store import location, tracking
+from farm.store import lease as sweep_lease, location, tracking
 from farm.store.mlflow_store import MlflowStore
 from farm.engines import get_engine
 from farm.errors import UserError
@@ -325,14 +325,25 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
               pruned: dict[str, str] | None = None,
               on_rung: Callable[[object], None] = lambda p: None,
               on_accelerator: Callable[[str], None] = lambda line: None,
-              start: str | None = None) -> SweepOutcome:
+              start: str | None = None, wait_lease: float = 0.0,
+              on_lease: Callable[[str], None] = lambda line: None) -> SweepOutcome:
     """Run a sweep: every trial (`repeats` runs per profile, or 'auto'), the baseline once more on
     every node when there are several (node controls), then the later passes of `--repeats auto`.
     `on_schedule`: one line, where the scheduler's estimates come from (a scheduled grid only).
-    `on_accelerator`: one line, the GPU model `accelerator_type: auto` resolved to."""
+    `on_accelerator`: one line, the GPU model `accelerator_type: auto` resolved to.
+    `wait_lease`: seconds a resume waits for another driver of the sweep to end (`on_lease`: one
+    line, when it waits)."""
 
-    # An unknown or foreign sweep id is a user error: found before Ray starts.
-    point = check_resume(tracking_uri, resume, study, grid, trials) if resume else None
+    # One driver a sweep (farm/store/lease.py): a resume takes the sweep's lease (or is refused in
+    # one line) before it reads which trials finished, so that no trial runs twice.
+    if resume:
+        sweep_lease.take(tracking_uri, resume, wait_s=wait_lease, on_wait=on_lease)
+    try:
+        # An unknown or foreign sweep id is a user error: found before Ray starts.
+        point = check_resume(tracking_uri, resume, study, grid, trials) if resume else None
+    except BaseException:
+        sweep_lease.release(tracking_uri, resume)
+        raise
     # Stepwise studies keep their order; a grid of GPU trials is scheduled (farm/analysis/schedule.py),
     # at what the study's earlier sweep (or this one, resumed) measured: read before this sweep's
     # own parent run exists, which would otherwise be the study's latest.
@@ -473,8 +484,9 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         heartbeat = None  # beats on while the report is made; `tracking.finish_sweep` ends it
         return outcome
     finally:
-        if heartbeat is not None:  # an error: nothing will finish the sweep
+        if heartbeat is not None:  # an error: nothing will finish the sweep (its lease let go)
             heartbeat.stop()
+        sweep_lease.release_unless_beating(tracking_uri, sweep_id or resume)  # taken, the sweep not begun
         _restore_term(old_term)
         _REGISTRIES.pop(sweep_id or "", None)
         _end_client_hosts(sweep_id or "")

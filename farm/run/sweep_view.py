@@ -378,7 +378,7 @@ def _duration(seconds: float) -> str:
 def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tracking_uri, experiment, resume,
                    repeats: int, workdir: Path, command: str, only: set[str] | None = None,
                    strategy: str = "grid", budget_gpu_hours: float | None = None,
-                   pruned: dict[str, str] | None = None, start: str | None = None) -> None:
+                   pruned: dict[str, str] | None = None, start: str | None = None, wait_lease: float = 0) -> None:
     from farm.run import driver  # ray and mlflow (seconds): not for --dry-run
     from farm.store import tracking  # mlflow, as above
 
@@ -476,7 +476,8 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
                                        on_event=on_event, on_sweep=on_sweep, on_pass=on_pass, on_ray=on_ray,
                                        on_schedule=on_schedule,
                                        only=only, strategy=strategy, budget_gpu_hours=budget_gpu_hours, pruned=pruned,
-                                       on_rung=on_rung, on_accelerator=on_accelerator, start=start)
+                                       on_rung=on_rung, on_accelerator=on_accelerator, start=start,
+                                       wait_lease=wait_lease, on_lease=lambda line: console.print(line, markup=False))
     except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read
         console.print("interrupted" + ("; resume with:" if state.get("sweep") else " before the sweep started"))
         if state.get("sweep"):

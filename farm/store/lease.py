@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from farm.errors import UserError
+from farm.store import location
 from farm.store import schema as S
 from farm.store import tracking
 
@@ -146,6 +147,9 @@ def take(uri: str, sweep_id: str, *, wait_s: float = 0.0, on_wait: Callable[[str
     """Take the sweep's lease for this process, waiting up to `wait_s` seconds for its holder to
     let it go (`on_wait`: one line, once, when it waits). A sweep the store does not have is left
     to `check_resume` to refuse. Raises UserError, one line naming the holder and since when."""
+    db = location.sqlite_path(uri)
+    if db is not None and not db.is_file():  # opening it would create it: `check_resume` says so
+        return
     if _tags(uri, sweep_id) is None:  # also opens the store, so that the timed read below is a read
         return
     deadline = time.monotonic() + wait_s
