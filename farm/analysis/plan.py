@@ -46,7 +46,7 @@ from farm.strict import Strict
 from farm.analysis.records import Results
 from farm.analysis.results import HeldSpan, Status, TrialResult
 from farm.analysis.select import SelectionSettings, build_table
-from farm.analysis.selection.models import auto_look
+from farm.analysis.selection.models import auto_look, first_pass_runs
 from farm.analysis.stats import DEFAULT_MARGIN, Decided, leader_decisions
 # What `repeats` means and how node controls are named live with the study (the grid asks too);
 # they are re-exported here, where the driver and the report look for them.
@@ -281,7 +281,8 @@ def pass_from_stored(stored: Sequence["TrialResult"], study: Study, grid: str, s
     first = sum(1 for run in runs if run.pass_index == 1)
     # The looks the budget plans, as selection's settings counted them for `settings.alpha` (the
     # level of the look these runs are at): the plan and the report judge alike.
-    _, looks = auto_look(records, settings.primary_profile, study.max_runs)
+    _, looks = auto_look(records, settings.primary_profile, study.max_runs,
+                         first_pass_runs(study, grid, settings.primary_profile))
     # A later pass runs the primary profile alone (pass_trial): one run a repeat.
     return next_pass(samples, cost_per_repeat={r.trial.id: 1 for r in stored},
                      passes_done=max((run.pass_index for run in runs), default=1), spent=len(runs),

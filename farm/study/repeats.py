@@ -130,7 +130,7 @@ def look_alphas(looks: tuple[int, ...], alpha: float = FAMILY_ALPHA) -> tuple[fl
 
 
 def auto_design(counts: Iterable[int], runs: int, max_runs: int | None,
-                budget_factor: int = AUTO_BUDGET_FACTOR) -> tuple[int, int]:
+                budget_factor: int = AUTO_BUDGET_FACTOR, first_pass: int = AUTO_FIRST_PASS) -> tuple[int, int]:
     """(look, looks): which look of `--repeats auto` a sweep's runs are at, and how many looks its run
     budget plans, from the runs each ranked trial has on the primary profile (`counts`) and every
     run the sweep made (`runs`, all profiles, first pass included).
@@ -141,11 +141,15 @@ def auto_design(counts: Iterable[int], runs: int, max_runs: int | None,
     most `AUTO_MAX_PASSES`: a budget of 10 runs for two trials plans looks at 3 and 5 runs each.
     The budget is `max_runs`, else `budget_factor` times the first pass (farm/analysis/plan.py's
     default); the first pass's runs are `runs` less the later passes' (the primary profile's runs
-    beyond the first pass's `AUTO_FIRST_PASS`), so every look computes the same plan."""
+    beyond the first pass's `first_pass` runs each), so every look computes the same plan.
+    `first_pass`: the primary profile's runs each in the first pass (`AUTO_FIRST_PASS`, or more
+    where a block's `profile_repeats` asks more): a first pass of 5 runs each is the first look, not
+    the second."""
     counts = [int(c) for c in counts]
     most = max(counts, default=0)
-    look = 1 + max(0, math.ceil((most - AUTO_FIRST_PASS) / AUTO_STEP))
-    first = runs - sum(max(0, c - AUTO_FIRST_PASS) for c in counts)
+    first_pass = max(1, int(first_pass))
+    look = 1 + max(0, math.ceil((most - first_pass) / AUTO_STEP))
+    first = runs - sum(max(0, c - first_pass) for c in counts)
     budget = max_runs if max_runs is not None else budget_factor * first
     affordable = max(0, budget - first) // (2 * AUTO_STEP)
     looks = max(1, min(AUTO_MAX_PASSES, 1 + affordable))
@@ -160,12 +164,14 @@ def _floor3(x: float) -> float:
     return math.floor(x * scale) / scale
 
 
-def alpha_for(repeats: int | str, look: int = 1, looks: int = AUTO_MAX_PASSES) -> float:
+def alpha_for(repeats: int | str, look: int = 1, looks: int = AUTO_MAX_PASSES,
+              first_pass: int = AUTO_FIRST_PASS) -> float:
     """Significance level of a sweep's verdicts: `FAMILY_ALPHA` with a fixed number of repeats; for
-    'auto', the nominal level of look `look` of a sweep planned to `looks` looks (`look_alphas`)."""
+    'auto', the nominal level of look `look` of a sweep planned to `looks` looks (`look_alphas`),
+    the first at `first_pass` runs each."""
     if not is_auto(repeats):
         return FAMILY_ALPHA
-    levels = look_alphas(auto_looks(looks))
+    levels = look_alphas(auto_looks(looks, first=max(1, int(first_pass))))
     return levels[min(max(look, 1), len(levels)) - 1]
 
 

@@ -15,7 +15,7 @@ from farm.engines import parse_cli_flags
 from farm.errors import UserError
 from farm.strict import Strict
 from farm.study.grid import expand
-from farm.study.repeats import FAMILY_ALPHA, alpha_for, auto_design, is_auto
+from farm.study.repeats import AUTO_FIRST_PASS, FAMILY_ALPHA, alpha_for, auto_design, is_auto
 from farm.study.spec import EngineSpec, SLOSpec, Study
 
 
@@ -109,15 +109,27 @@ def _steps(study: "Study", grid: str | None) -> list[StepDef]:
             for t in expand(study, grid)]
 
 
-def auto_look(results: Results, primary: str, max_runs: int | None) -> tuple[int, int]:
+def auto_look(results: Results, primary: str, max_runs: int | None,
+              first_pass: int = AUTO_FIRST_PASS) -> tuple[int, int]:
     """(look, looks) of `--repeats auto` runs (farm/study/repeats.py `auto_design`, whose level their
-    verdicts take): the runs each ranked trial has on the primary profile, and all the runs. The pass
-    plan (farm/analysis/plan.py) asks the same."""
+    verdicts take): the runs each ranked trial has on the primary profile, and all the runs, the
+    first pass having given `first_pass` runs each (`first_pass_runs`). The pass plan
+    (farm/analysis/plan.py) asks the same."""
     counts: dict[str, int] = {}
     for r in results.records:
         if r.profile == primary and r.node_control_of is None:
             counts[r.trial] = counts.get(r.trial, 0) + 1
-    return auto_design(counts.values(), len(results.records), max_runs)
+    return auto_design(counts.values(), len(results.records), max_runs, first_pass=first_pass)
+
+
+def first_pass_runs(study: "Study", grid: str | None, primary: str) -> int:
+    """The primary profile's runs each in a `--repeats auto` sweep's first pass: `AUTO_FIRST_PASS`,
+    or more where a block's `profile_repeats` asks more (the actor runs the larger, actors/bench.py;
+    the most over the grid's blocks, or every grid's where none is named: the later the looks are
+    counted from, the stricter their levels)."""
+    grids = [study.grids[grid]] if grid and grid in study.grids else list(study.grids.values())
+    return max((max(AUTO_FIRST_PASS, b.profile_repeats.get(primary, 0)) for g in grids for b in g.blocks),
+               default=AUTO_FIRST_PASS)
 
 
 def settings_for(results: Results, study: "Study", *, baseline: str | None = None, grid: str | None = None,
@@ -137,6 +149,7 @@ def settings_for(results: Results, study: "Study", *, baseline: str | None = Non
                         file=results.source, key="primary_profile")
     comparison = study.engine_comparison_profile if study.engine_comparison_profile in with_runs else primary
     step_grid = _step_grid(study, grid)
+    first = first_pass_runs(study, grid, primary)  # the looks of --repeats auto count from it
     return SelectionSettings(
         primary_profile=primary,
         engine_comparison_profile=comparison,
@@ -150,7 +163,7 @@ def settings_for(results: Results, study: "Study", *, baseline: str | None = Non
         step_grid=step_grid,
         engines=dict(study.engines),
         slo={name: p.slo for name, p in study.profiles.items() if p.slo is not None},
-        alpha=alpha_for(study.repeats, *auto_look(results, primary, study.max_runs)),
+        alpha=alpha_for(study.repeats, *auto_look(results, primary, study.max_runs, first), first_pass=first),
         sequential=is_auto(study.repeats),
         equivalence_margin=study.equivalence_margin,
     )

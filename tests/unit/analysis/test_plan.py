@@ -99,14 +99,15 @@ def _stored(values: dict[str, list[tuple[float, int]]]) -> list[TrialResult]:
     return out
 
 
-def _auto_study(max_runs=None):
+def _auto_study(max_runs=None, first_pass=None):
     from farm.study.spec import DataSpec, EngineSpec, GridBlock, GridSpec, ModelSpec, ProfileSpec, Study
 
     profile = ProfileSpec(data=DataSpec(kind="synthetic", prompt_tokens=32, output_tokens=16), requests=10,
                           rate=1000, max_concurrency=8)
     return Study(name="auto", models={"tiny": ModelSpec(name="farm-tiny", tokenizer="farm:tiny")},
                  engines={"mock": EngineSpec()}, profiles={"p": profile},
-                 grids={"g": GridSpec(blocks=[GridBlock(engine="mock", models=["tiny"])])},
+                 grids={"g": GridSpec(blocks=[GridBlock(engine="mock", models=["tiny"],
+                                                        profile_repeats={"p": first_pass} if first_pass else {})])},
                  primary_profile="p", repeats="auto", max_runs=max_runs)
 
 
@@ -129,6 +130,25 @@ def test_a_sweep_and_its_report_judge_the_same_look_at_the_same_level():
     # the default budget (18 runs) plans four looks: its second is stricter, and the decision stays open
     default = plan.pass_from_stored(both, _auto_study(), "g", "s")
     assert not default.done and "look 2 of 4" in default.reason
+
+
+def test_a_first_pass_of_five_runs_each_is_the_first_look_not_the_second():
+    """A block's `profile_repeats` may give the primary profile more runs in the first pass than
+    `AUTO_FIRST_PASS` (5): those runs are the first look, judged at the first look's level by the
+    plan and the report alike, and the looks are planned from 5 runs each (5, 7, 9 for 18 runs of
+    two). Counted from 3 runs, they were the second look of four, and the plan said look 1."""
+    from farm.analysis.records import records_from_trials
+    from farm.analysis.select import settings_for
+
+    a, b = _ratio_samples(1.02, 0.02, 5), _ratio_samples(1.0, 0.02, 5)
+    study = _auto_study(max_runs=18, first_pass=5)
+    first = _stored({"a": [(v, 1) for v in a], "b": [(v, 1) for v in b]})
+    level = plan.alpha_for("auto", 1, 3, first_pass=5)
+    assert level != plan.alpha_for("auto", 2, 4)  # the level counting from 3 runs gave these runs
+    records = records_from_trials(first, study, grid="g", sweep_id="s")
+    assert settings_for(records, study, grid="g").alpha == level
+    p = plan.pass_from_stored(first, study, "g", "s")
+    assert f"\u03b1 {level:.3g} at look 1 of 3" in p.reason
 
 
 def test_a_sweep_stored_under_the_old_rule_resumes_under_the_new_one():
