@@ -412,7 +412,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             done = set()
         # where the driver runs and its heartbeat: a driver killed outright leaves its sweep
         # "running", which the next command that reads it marks interrupted (tracking.interruption)
-        heartbeat = tracking.Heartbeat(tracking_uri, sweep_id)
+        heartbeat = tracking.Heartbeat(tracking_uri, sweep_id, lease=sweep_lease)
         on_sweep(sweep_id)
         if estimates:
             on_schedule(estimates)

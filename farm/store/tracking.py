@@ -168,15 +168,16 @@ class Heartbeat:
     the beats and interrupts the driver (`on_lost`; the main thread's KeyboardInterrupt by
     default), whose trials stop; `finish_sweep` then writes nothing and says who holds it."""
 
-    def __init__(self, uri: str, sweep_id: str, on_lost=None):
+    def __init__(self, uri: str, sweep_id: str, on_lost=None, *, lease=None):
+        """`lease`: farm/store/lease.py (the driver hands it in: the lease reads and writes through
+        this module, which therefore does not import it); None: beats without a lease."""
         import _thread
 
-        from farm.store import lease
-
-        self.uri, self.sweep_id, self.lost = uri, sweep_id, None
+        self.uri, self.sweep_id, self.lost, self.lease = uri, sweep_id, None, lease
         main = threading.current_thread() is threading.main_thread()
         self._on_lost = on_lost or (_thread.interrupt_main if main else (lambda: None))
-        driver_beat(uri, sweep_id, start=True, claim=None if lease.holds(sweep_id) else lease.claim_new(uri, sweep_id))
+        claim = None if lease is None or lease.holds(sweep_id) else lease.claim_new(uri, sweep_id)
+        driver_beat(uri, sweep_id, start=True, claim=claim)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(uri, sweep_id), name="farm-heartbeat", daemon=True)
         self._thread.start()
@@ -188,9 +189,7 @@ class Heartbeat:
 
     def beat(self) -> None:
         """One beat: the lease checked, then renewed."""
-        from farm.store import lease
-
-        if (lost := lease.verify(self.uri, self.sweep_id)) is not None:
+        if self.lease is not None and (lost := self.lease.verify(self.uri, self.sweep_id)) is not None:
             self.lost = lost
             self._stop.set()
             self._on_lost()
@@ -200,15 +199,13 @@ class Heartbeat:
     def stop(self, release: bool = True) -> None:
         """The beats end; the lease is let go unless `release` is False (`finish_sweep` lets it go
         once the sweep's end is stored)."""
-        from farm.store import lease
-
         self._stop.set()
         if self._thread is not threading.current_thread():  # not from its own beat
             self._thread.join(timeout=5)
         if _BEATING.get(self.sweep_id) is self:
             del _BEATING[self.sweep_id]
-        if release:
-            lease.release(self.uri, self.sweep_id)
+        if release and self.lease is not None:
+            self.lease.release(self.uri, self.sweep_id)
 
 
 _BEATING: dict[str, Heartbeat] = {}  # sweep id -> its driver's heartbeat, in this process
@@ -290,12 +287,13 @@ def finish_sweep(uri: str, sweep_id: str, status: str, files: list[Path] | None 
     """status: 'finished', 'killed' or 'failed' (MLflow's run status follows). The driver's
     heartbeat ends here, and its lease (farm/store/lease.py) is let go once the sweep's end is
     stored; a driver that lost its lease writes nothing (the sweep is another driver's now)."""
-    from farm.store import lease
-
+    lease = None
     if (beat := _BEATING.get(sweep_id)) is not None:
         beat.stop(release=False)
-        if (lost := beat.lost or lease.verify(uri, sweep_id)) is not None:
-            lease.release(uri, sweep_id)  # its own no longer: only forgotten here
+        lease = beat.lease
+        if (lost := beat.lost or (lease.verify(uri, sweep_id) if lease is not None else None)) is not None:
+            if lease is not None:
+                lease.release(uri, sweep_id)  # its own no longer: only forgotten here
             raise UserError(lost, key="--resume")
     c = client(uri)
     for path in files or []:
@@ -306,7 +304,8 @@ def finish_sweep(uri: str, sweep_id: str, status: str, files: list[Path] | None 
             c.log_artifact(sweep_id, str(path), sub)
     c.set_tag(sweep_id, S.STATUS_TAG, status)
     c.set_terminated(sweep_id, status=S.SWEEP_END_STATUS.get(status, "FAILED"))
-    lease.release(uri, sweep_id)
+    if lease is not None:
+        lease.release(uri, sweep_id)
 
 
 def annotate_sweep(uri: str, sweep_id: str, *, note: str, metrics: dict[str, float] | None = None,

@@ -144,7 +144,7 @@ def test_a_displaced_driver_finds_its_lease_lost_and_writes_no_end(stored):
     uri, sweep_id = stored
     lease.take(uri, sweep_id)
     lost = []
-    beat = tracking.Heartbeat(uri, sweep_id, on_lost=lambda: lost.append(True))
+    beat = tracking.Heartbeat(uri, sweep_id, on_lost=lambda: lost.append(True), lease=lease)
     try:
         _lease_of(uri, sweep_id, host="gpu-node-7", pid=99, since=time.time(), beat_age_s=0)
         beat.beat()
@@ -160,7 +160,7 @@ def test_a_displaced_driver_finds_its_lease_lost_and_writes_no_end(stored):
 
 def test_a_finished_sweep_lets_its_lease_go(stored):
     uri, sweep_id = stored
-    beat = tracking.Heartbeat(uri, sweep_id)  # a new sweep's driver: claimed with its first beat
+    beat = tracking.Heartbeat(uri, sweep_id, lease=lease)  # a new sweep's driver: claimed with its first beat
     assert _tag(uri, sweep_id)["pid"] == os.getpid()
     tracking.finish_sweep(uri, sweep_id, "finished")
     assert MlflowClient(uri).get_run(sweep_id).data.tags[S.LEASE_TAG] == S.LEASE_RELEASED
