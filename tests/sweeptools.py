@@ -33,6 +33,23 @@ def write_study(path: Path, *, name: str, grid: str, blocks: list[dict], profile
     return path
 
 
+def slow_mock_sweep(tmp_path: Path, *, name: str, trials: str, itl_ms: int) -> tuple[Path, str, list[str], list[str]]:
+    """A mock sweep of one trial per letter of `trials`, run one at a time, slow enough (`itl_ms`) to
+    be caught mid-trial: (tmp_path, tracking URI, `farm sweep` arguments, trial ids)."""
+    from farm.study.grid import expand
+    from farm.study.load import load_study
+
+    path = write_study(tmp_path / "s.yaml", name=name, grid="g", max_concurrent=1,
+                       blocks=[{"engine": "mock", "models": ["tiny"], "name": n, "flags": {"ttft-ms": 5 + i, "itl-ms": itl_ms}}
+                               for i, n in enumerate(trials)],
+                       profile={"data": {"kind": "synthetic", "prompt_tokens": 16, "output_tokens": 8}, "rate": 1000,
+                                "requests": 4, "max_concurrency": 4, "max_seconds": 60})
+    ids = [t.id for t in expand(load_study(str(path)), "g")]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = ["sweep", "--config", str(path), "--grid", "g", "--tracking-uri", uri, "--workdir", str(tmp_path / "w")]
+    return tmp_path, uri, args, ids
+
+
 def quick_pair_study(name: str, grid: str, max_concurrent: int) -> str:
     """A study of two mock trials (the default and one 50 ms slower to its first token) on one short
     profile, the smoke study's models and engines included: the pair several multi-node tests race."""

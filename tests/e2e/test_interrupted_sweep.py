@@ -12,25 +12,14 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import run_farm
-from sweeptools import profile_started, start_farm, wait_until, write_study
+from sweeptools import profile_started, slow_mock_sweep, start_farm, wait_until
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def sweep(tmp_path):
-    path = write_study(tmp_path / "s.yaml", name="gone", grid="g", max_concurrent=1,
-                       blocks=[{"engine": "mock", "models": ["tiny"], "name": "a", "flags": {"ttft-ms": 5, "itl-ms": 400}},
-                               {"engine": "mock", "models": ["tiny"], "name": "b", "flags": {"ttft-ms": 6, "itl-ms": 400}}],
-                       profile={"data": {"kind": "synthetic", "prompt_tokens": 16, "output_tokens": 8}, "rate": 1000,
-                                "requests": 4, "max_concurrency": 4, "max_seconds": 60})
-    from farm.study.grid import expand
-    from farm.study.load import load_study
-
-    ids = [t.id for t in expand(load_study(str(path)), "g")]
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    args = ["sweep", "--config", str(path), "--grid", "g", "--tracking-uri", uri, "--workdir", str(tmp_path / "w")]
-    return tmp_path, uri, args, ids
+    return slow_mock_sweep(tmp_path, name="gone", trials="ab", itl_ms=400)
 
 
 def _start_and_signal(tmp, args, ids, sig, log_name):

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from sweeptools import HANG_S, child_runs, profile_started, wait_until, write_study
+from sweeptools import HANG_S, child_runs, profile_started, slow_mock_sweep, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -57,18 +57,7 @@ def _sweep_id(uri: str) -> str:
 
 @pytest.fixture
 def sweep(tmp_path):
-    from farm.study.grid import expand
-    from farm.study.load import load_study
-
-    path = write_study(tmp_path / "s.yaml", name="leased", grid="g", max_concurrent=1,
-                       blocks=[{"engine": "mock", "models": ["tiny"], "name": n, "flags": {"ttft-ms": 5 + i, "itl-ms": 300}}
-                               for i, n in enumerate("abc")],
-                       profile={"data": {"kind": "synthetic", "prompt_tokens": 16, "output_tokens": 8}, "rate": 1000,
-                                "requests": 4, "max_concurrency": 4, "max_seconds": 60})
-    ids = [t.id for t in expand(load_study(str(path)), "g")]
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    args = ["sweep", "--config", str(path), "--grid", "g", "--tracking-uri", uri, "--workdir", str(tmp_path / "w")]
-    return tmp_path, uri, args, ids
+    return slow_mock_sweep(tmp_path, name="leased", trials="abc", itl_ms=300)
 
 
 def test_two_drivers_race_for_a_sweep_one_runs_it_and_nothing_is_lost_or_run_twice(sweep):
