@@ -164,6 +164,19 @@ class Engine:
     # Flags whose presence makes a configuration's throughput depend on what the model outputs
     # (speculative decoding: accepted draft tokens); meaningless on random weights.
     output_dependent_flags: ClassVar[frozenset[str]] = frozenset()
+    # Flags that change what the model computes or answers: the precision of its weights,
+    # activations, KV cache or state (quantization, dtype, kv-cache dtype), the decoding path
+    # (speculative decoding), the model's code or config, its default sampling. A trial that sets
+    # one is gated on quality against the trial without it (farm/analysis/quality_gate.py).
+    # Kernel and scheduling choices (attention backend, CUDA graphs, batch sizes, prefix caching)
+    # are left out: they move results only at the rounding level that the batch's own composition
+    # moves them too, and a gate on every one of them would gate every trial.
+    numerics_flags: ClassVar[frozenset[str]] = frozenset()
+    # Name prefixes of further such flags (SGLang's `speculative-*` family).
+    numerics_flag_prefixes: ClassVar[tuple[str, ...]] = ()
+    # The value a numerics flag has when it is not given (`kv-cache-dtype: auto`): set to it, it
+    # changes nothing. false and null are never a change (the flag is not rendered at all).
+    numerics_defaults: ClassVar[Mapping[str, Any]] = {}
 
     # How this engine spends a GPU's memory (farm/engines/memory.py); None: no memory-fit model.
     memory_reserve: ClassVar["MemoryReserve | None"] = None
@@ -282,6 +295,23 @@ class Engine:
         if weights != "dummy":
             return {}
         return {k: v for k, v in self.dummy_weights_flags.items() if k not in flags}
+
+    def changes_numerics(self, flag: str) -> bool:
+        """Whether `flag` (a name, `--` or not) is one that changes what the model computes."""
+        name = flag.lstrip("-")
+        return name in self.numerics_flags or name.startswith(self.numerics_flag_prefixes)
+
+    def numerics(self, flags: Mapping[str, Any]) -> dict[str, Any]:
+        """The flags of `flags` that change numerics and are set away from the engine's default."""
+        out: dict[str, Any] = {}
+        for name, value in flags.items():
+            key = name.lstrip("-")
+            if not self.changes_numerics(key) or value is None or value is False:
+                continue
+            if key in self.numerics_defaults and str(value).lower() == str(self.numerics_defaults[key]).lower():
+                continue
+            out[name] = value
+        return out
 
     def output_dependent(self, flags: Mapping[str, Any] | Sequence[str]) -> list[str]:
         """The flags (of a mapping, or of `--name=value` strings) whose effect depends on the model's output."""

@@ -36,6 +36,7 @@ class MockEngine(Engine):
     ready_path = "/health"
     uses_gpus = False
     loads_weights = False  # random tokens from no model: `weights: dummy` changes nothing
+    # Its text is generated without a model: no flag of it changes an answer (numerics_flags stays empty).
     # Nothing in guidellm's mock-server gets faster after its first run (no JIT, no cache, no
     # allocator to grow): 5 runs of smoke_chat after a start, 4 configurations, no first run apart
     # (farm/analysis/drift.py). A default warm-up would only cost CI time (the smoke sweep 53-60 s

@@ -237,6 +237,23 @@ class SGLangEngine(Engine):
     warm_start_overhead_s = 80.0  # 78-83 s with its JIT and Triton caches kept on the H200 (161 s cold)
     dummy_weights_flags: ClassVar[Mapping[str, Any]] = {"load-format": "dummy"}
     output_dependent_flags: ClassVar[frozenset[str]] = frozenset({"speculative-algorithm"})
+    # What changes the numbers the model computes or the answers it gives (SGLang 0.5.16's --help,
+    # farm/engines/facts/): precision of weights, activations, KV cache and Mamba state (including
+    # the ModelOpt and torchao paths, an FP32 LM head, TF32 matmuls, batch-invariant kernels); the
+    # whole speculative family (`speculative-*`: the draft model, its steps, and the acceptance
+    # thresholds that make it lossy on purpose); the model's code and config; and the defaults a
+    # request is sampled with.
+    numerics_flags: ClassVar[frozenset[str]] = frozenset({
+        "dtype", "quantization", "quantization-param-path", "kv-cache-dtype", "modelopt-quant", "quantize-and-serve",
+        "torchao-config", "rl-quant-profile", "flashinfer-mxfp4-moe-precision", "mamba-ssm-dtype",
+        "enable-mamba-cache-stochastic-rounding", "enable-fp32-lm-head", "enable-tf32-matmul",
+        "triton-attention-reduce-in-fp32", "enable-deterministic-inference",
+        "model-impl", "revision", "json-model-override-args", "tokenizer-path", "tokenizer-mode",
+        "sampling-defaults", "preferred-sampling-params"})
+    numerics_flag_prefixes: ClassVar[tuple[str, ...]] = ("speculative-",)
+    numerics_defaults: ClassVar[Mapping[str, Any]] = {
+        "dtype": "auto", "kv-cache-dtype": "auto", "model-impl": "auto", "tokenizer-mode": "auto",
+        "sampling-defaults": "model"}
     # What its JIT, Triton and DeepGEMM caches (78-83 s warm against 161 s cold on the H200) depend
     # on: kernels are built per dtype, quantization, parallel layout, prefill chunk and graph sizes.
     compile_flags: ClassVar[frozenset[str] | None] = frozenset({

@@ -171,6 +171,22 @@ class VLLMEngine(Engine):
     warm_start_overhead_s = 103.0  # measured there with VLLM_CACHE_ROOT kept (241 s cold)
     dummy_weights_flags: ClassVar[Mapping[str, Any]] = {"load-format": "dummy"}
     output_dependent_flags: ClassVar[frozenset[str]] = frozenset({"speculative-config"})
+    # What changes the numbers the model computes or the answers it gives (vLLM 0.20.2's --help,
+    # farm/engines/facts/): precision of weights, activations, KV cache and Mamba state; the
+    # decoding path (a speculative config is exact only in theory: its kernels and its rejection
+    # path change answers in practice); the model's code and config (implementation, revision,
+    # config overrides, tokenizer); and the defaults a request is sampled with (generation config,
+    # logits processors).
+    numerics_flags: ClassVar[frozenset[str]] = frozenset({
+        "dtype", "quantization", "kv-cache-dtype", "kv-cache-dtype-skip-layers", "calculate-kv-scales",
+        "mamba-cache-dtype", "mamba-ssm-cache-dtype", "override-attention-dtype",
+        "speculative-config",
+        "model-impl", "revision", "code-revision", "hf-overrides", "hf-config-path",
+        "tokenizer", "tokenizer-revision", "tokenizer-mode",
+        "generation-config", "override-generation-config", "logits-processors"})
+    numerics_defaults: ClassVar[Mapping[str, Any]] = {
+        "dtype": "auto", "kv-cache-dtype": "auto", "mamba-cache-dtype": "auto", "mamba-ssm-cache-dtype": "auto",
+        "model-impl": "auto", "tokenizer-mode": "auto", "generation-config": "auto"}
     # What the torch.compile cache (VLLM_CACHE_ROOT) is keyed by, as far as the flags go: the
     # compiled graph is keyed by its token range, so each batch budget (max-num-batched-tokens,
     # or performance-mode's own) compiled cold on the H200 after another had warmed the cache
