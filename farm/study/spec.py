@@ -29,7 +29,8 @@ from farm.study.sections import (CapacitySpec, DataSpec, EngineSpec, FlagValue, 
 
 ENGINES_CONTEXT = "engines"  # validation context: the names of the registered engines
 
-__all__ = ["CapacitySpec", "DataSpec", "EngineSpec", "FlagValue", "GridBlock", "GridSpec", "ModelSpec", "ProfileSpec", "ReferenceSpec",
+__all__ = ["CapacitySpec", "DataSpec", "EngineSpec", "FlagValue", "GridBlock", "GridSpec", "ModelSpec", "ProfileSpec", "QualitySpec",
+           "ReferenceSpec",
            "SkipUnsupported", "SLOSpec", "Study", "check_grid_name", "normalize_flag_name"]
 
 
@@ -41,6 +42,50 @@ class ReferenceSpec(Strict):
     profiles: dict[str, str] = Field(
         default_factory=dict, description="farm profile -> the reference's profile, where the names differ.")
     note: str | None = Field(default=None, description="What differs between the two (versions, weights, data).")
+
+
+class QualitySpec(Strict):
+    """The quality gate (farm/analysis/quality_gate.py): the evaluation every trial that changes
+    numerics answers, beside its reference, and the accuracy loss the study accepts as the same."""
+
+    task: str = Field(description=(
+        "The evaluation: a JSONL file in farm's built-in format, one {\"id\", \"prompt\", \"answer\"} per line "
+        "(greedy completion, exact answer), relative to the study file (farm/analysis/quality_task.py)."))
+    items: int = Field(default=300, ge=20, le=100_000, description=(
+        "Items of the task each gated trial and its reference answer (the first N, in the file's order): "
+        "300 tell a 2-point margin apart only when the two disagree on few items (bench/quality/README.md)."))
+    margin: float = Field(default=0.02, gt=0, lt=0.5, description=(
+        "Accuracy points (a fraction: 0.02 = 2 points) within which a gated trial whose paired difference's "
+        "(1 - 2 alpha) interval lies is equivalent to its reference; worse beyond it is refused only when significant."))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mapping(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise ValueError("expected a mapping: {task: FILE.jsonl, items: N, margin: F}")
+        return data
+
+    @field_validator("margin", mode="before")
+    @classmethod
+    def _margin(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 0.5:
+            raise ValueError(f"expected accuracy points as a fraction above 0 and below 0.5 (0.02 = 2 points), "
+                             f"got {value!r}")
+        return value
+
+    @field_validator("items", mode="before")
+    @classmethod
+    def _items(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int) or not 20 <= value <= 100_000:
+            raise ValueError(f"expected a whole number of items from 20 to 100000, got {value!r}")
+        return value
+
+    @field_validator("task")
+    @classmethod
+    def _task(cls, value: str) -> str:
+        if not value.strip() or "\n" in value or "\x00" in value:
+            raise ValueError("expected the path of a JSONL task file (one line, not empty)")
+        return value.strip()
 
 
 class Study(Strict):
@@ -122,6 +167,9 @@ class Study(Strict):
     )
     reference: ReferenceSpec | None = Field(
         default=None, description="Results of another study to set beside farm's in the report (by trial name).")
+    quality: QualitySpec | None = Field(
+        default=None, description="The quality gate: the task every trial that changes numerics is checked on, "
+        "beside its reference, and the accuracy margin; none = quality not checked.")
     prices: dict[str, float] | None = Field(
         default=None, description="Dollars per GPU-hour per accelerator type as Ray names it ({H100: 2.5, H200: 3.5}): "
         "each trial's dollars per million tokens and the sweep's own GPU-hours are priced at them (farm looks "
