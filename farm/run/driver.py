@@ -20,6 +20,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.bench import BenchActor, TrackingUnavailable, TrialJob
 from farm.run import estimate, metrics, passes, search
+from farm.run.grid_pass import FirstPass
 from farm.run.ray_names import actor_name, sweep_namespace
 from farm.run.links import mlflow_run_link
 from farm.analysis import accelerator, plan, schedule, twins
@@ -347,17 +348,18 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
     # Stepwise studies keep their order; a grid of GPU trials is scheduled (farm/analysis/schedule.py),
     # at what the study's earlier sweep (or this one, resumed) measured: read before this sweep's
     # own parent run exists, which would otherwise be the study's latest.
-    follow = search.follow_up(strategy, plan.is_auto(repeats))  # what runs after (or instead of) the first pass
-    owns_first = follow is not None and follow.owns_first_pass
-    scheduled = not owns_first and not study.grids[grid].ordered and all(
+    # the strategies this sweep runs, in order (farm/run/search.py): the grid's first pass, then
+    # --repeats auto's passes; or halving, or the local search
+    chain = search.chain(strategy, plan.is_auto(repeats))
+    scheduled = chain[0].schedules and not study.grids[grid].ordered and all(
         t.gpus for t in trials if only is None or t.id in only)
     measured, estimates = estimate.schedule_durations(tracking_uri, study, resume) if scheduled else (None, None)
     # A search that prices its steps does so at what the study's earlier sweep (or this one) measured.
     search_durations = (estimate.schedule_durations(tracking_uri, study, resume)[0]
-                        if follow is not None and follow.prices_steps else None)
+                        if any(c.prices_steps for c in chain) else None)
     # A resumed grid sweep whose every trial finished has nothing to run: it answers from the store
     # (its report again, the sweep marked finished) without starting or joining Ray.
-    nothing_left = (point is not None and follow is None
+    nothing_left = (point is not None and all(c.once for c in chain)
                     and all(t.id in point.finished for t in trials if only is None or t.id in only))
     started_ray = False
     if not ray.is_initialized() and not nothing_left:
@@ -384,7 +386,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             study, name = resolve_accelerator(study, trials)
             if name is not None:
                 on_accelerator(f"accelerator: {name} (from the cluster)")
-                if follow is not None and follow.prunes_unfit:  # the memory fit needs the GPU model
+                if any(c.prunes_unfit for c in chain):  # the memory fit needs the GPU model
                     pruned = {**(pruned or {}), **unfit_trials(study, trials)}
             if point is not None:
                 check_same_accelerator(tracking_uri, point.sweep_id, study, trials, from_cluster=name is not None)
@@ -457,26 +459,26 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             # A later pass's trial finishing is not one more trial of the sweep.
             on_event("pass_finished" if kind == "finished" else kind, job, result)
 
-        # which of a search's jobs are a trial's first (one more trial of the sweep) and which run it again
-        fresh = search.first_appearance(tracking.load_results(tracking_uri, sweep_id)) if follow is not None and \
-            owns_first else (lambda job, finished=False: False)
+        # which jobs are a trial's first (one more trial of the sweep) and which run it again (a pass)
+        fresh = search.first_appearance(tracking.load_results(tracking_uri, sweep_id))
+        first_pass = None if nothing_left else FirstPass(
+            jobs=jobs, pins={t.id: node for t, node in controls},
+            items=schedule.items_of(study, [j.trial for j in jobs], measured) if scheduled else None,
+            finished_before=tracking.load_results(tracking_uri, sweep_id) if point is not None else ())
+        ctx = search.SearchContext(study=study, grid=grid, trials=trials, tracking_uri=tracking_uri,
+                                   experiment_id=exp_id, sweep_id=sweep_id, make_job=make_job,
+                                   budget_gpu_hours=budget_gpu_hours, pruned=pruned, start=start,
+                                   measured=search_durations, first_pass=first_pass)
+        announce = {"pass": on_pass, "rung": on_rung}
 
         try:
-            if not owns_first and not nothing_left:
-                run_trials(jobs, max_in_flight=max_in_flight, max_retries=study.max_retries,
-                           on_event=on_event, log_lost=log_lost, pins={t.id: node for t, node in controls},
-                           finished_before=tracking.load_results(tracking_uri, sweep_id) if point is not None else (),
-                           items=schedule.items_of(study, [j.trial for j in jobs], measured) if scheduled else None)
-            if follow is not None:  # planned round by round from what MLflow holds (farm/run/search.py)
-                ctx = search.SearchContext(study=study, grid=grid, trials=trials, tracking_uri=tracking_uri,
-                                           experiment_id=exp_id, sweep_id=sweep_id, make_job=make_job,
-                                           budget_gpu_hours=budget_gpu_hours, pruned=pruned, start=start,
-                                           measured=search_durations)
-                search.run_search(search.strategy_for(follow.name, ctx), ctx,
-                                  on_plan=on_pass if follow.name == "auto" else on_rung,
-                                  run_jobs=lambda js, on_result: _run_round(
+            for kind in chain:  # each planned round by round from what MLflow holds (farm/run/search.py)
+                search.run_search(search.strategy_for(kind.name, ctx), ctx,
+                                  on_plan=announce.get(kind.announces or "", lambda p: None),
+                                  run_jobs=lambda js, on_result, **options: _run_round(
                                       js, on_result, fresh=fresh, on_event=on_event, pass_event=pass_event,
-                                      log_lost=log_lost, max_in_flight=max_in_flight, max_retries=study.max_retries))
+                                      log_lost=log_lost, max_in_flight=max_in_flight, max_retries=study.max_retries,
+                                      **options))
         except KeyboardInterrupt:
             outcome.interrupted = True
             tracking.finish_sweep(tracking_uri, sweep_id, "killed")
@@ -612,7 +614,7 @@ def _unmeasurable(study: Study, todo: list[Trial], *, primary: str, sweep_id: st
 
 def _run_round(jobs: list[TrialJob], on_result: Callable[[TrialResult], None], *,
                fresh: Callable[..., bool], on_event, pass_event, log_lost, max_in_flight: int,
-               max_retries: int) -> list[TrialResult]:
+               max_retries: int, **options) -> list[TrialResult]:
     """One round of a search (farm/run/search.py): its jobs as actors, each final result stored
     (`on_result`) before its end is told. A trial's first job counts as one more trial of the sweep,
     a job running it again as one more pass (`fresh`); a job that logs itself and lost its actor is
@@ -626,4 +628,4 @@ def _run_round(jobs: list[TrialJob], on_result: Callable[[TrialResult], None], *
         (on_event if first else pass_event)(kind, job, result)
 
     return run_trials(jobs, max_in_flight=max_in_flight, max_retries=max_retries, on_event=event,
-                      log_lost=lambda r: log_lost(r) if r.trial.id in self_logging else None)
+                      log_lost=lambda r: log_lost(r) if r.trial.id in self_logging else None, **options)

@@ -29,7 +29,7 @@ class Halving(BaseStrategy):
     """Rung after rung until the planner says done. Rung 1 is each trial's first pass, logged by its
     actor; a later rung is appended to the trial's run."""
 
-    owns_first_pass = True
+    announces = "rung"
     prunes_unfit = True  # the memory fit's pruning needs the GPU model (farm/run/memory.py)
 
     def __init__(self, ctx: SearchContext) -> None:

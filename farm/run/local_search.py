@@ -243,7 +243,7 @@ class LocalSearch(BaseStrategy):
     """Step after step until the planner says done. Every job of a search is stored by the runner
     as it ends: a trial's first job as its run, a later one appended to it."""
 
-    owns_first_pass = True
+    announces = "rung"
     prices_steps = True
 
     def __init__(self, ctx: SearchContext) -> None:

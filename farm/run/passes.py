@@ -41,6 +41,8 @@ class RepeatsAuto(BaseStrategy):
     """Later passes of `--repeats auto` until the ranking separates, the budget is spent or the look
     limit is reached. A pass's jobs do not log themselves: each is appended to its trial's run."""
 
+    announces = "pass"
+
     def __init__(self, ctx: SearchContext) -> None:
         super().__init__(ctx)
         study = ctx.study

@@ -26,7 +26,7 @@ from farm.study.spec import Study
 from farm.study.trial import Trial
 
 # The modules whose import registers a strategy; a new strategy adds its module here.
-STRATEGY_MODULES = ("farm.run.passes", "farm.run.halving", "farm.run.local_search")
+STRATEGY_MODULES = ("farm.run.grid_pass", "farm.run.passes", "farm.run.halving", "farm.run.local_search")
 
 
 @dataclass
@@ -45,6 +45,7 @@ class SearchContext:
     pruned: dict[str, str] | None = None
     start: str | None = None
     measured: Any = None  # the durations earlier sweeps measured (farm/run/estimate.py), where one prices steps
+    first_pass: Any = None  # the grid's first pass as the driver built it (farm/run/grid_pass.py FirstPass)
 
 
 @dataclass(frozen=True)
@@ -86,18 +87,25 @@ class Strategy(Protocol):
     def stopped(self, plan: Any) -> Any:
         """The last plan when a round measured nothing."""
 
+    def options(self, plan: Any) -> dict:
+        """What the round's runner needs beside its jobs (placement pins, the scheduler's order)."""
+
 
 class BaseStrategy:
     """The defaults a strategy may keep: nothing recorded of itself or its plans."""
 
     name = ""
-    # Its first round runs the trials' first jobs (halving's rung 1, the search's first step): the
-    # grid's first pass does not run before it, and is not scheduled.
-    owns_first_pass = False
     # It prices its steps at the durations earlier sweeps measured (SearchContext.measured).
     prices_steps = False
     # It leaves out the trials the memory fit says cannot start (SearchContext.pruned).
     prunes_unfit = False
+    # Its round is ordered by the scheduler (a grid of GPU trials: farm/analysis/schedule.py).
+    schedules = False
+    # It runs the grid's trials once and plans nothing more: a resume whose trials all finished
+    # has nothing to run.
+    once = False
+    # Which of the driver's callbacks hears its plans: "pass" (on_pass), "rung" (on_rung) or None.
+    announces: str | None = None
 
     def __init__(self, ctx: SearchContext) -> None:
         self.ctx = ctx
@@ -110,6 +118,9 @@ class BaseStrategy:
 
     def after_store(self, plan: Any) -> None:
         pass
+
+    def options(self, plan: Any) -> dict:
+        return {}
 
 
 _REGISTRY: dict[str, type] = {}
@@ -126,16 +137,17 @@ def register(name: str):
     return add
 
 
-def follow_up(strategy: str, auto_repeats: bool) -> type | None:
-    """The registered search that runs a sweep of `--strategy strategy`: the strategy itself, or
-    after a grid's first pass, `--repeats auto`'s later passes; None: the grid's first pass alone."""
+def chain(strategy: str, auto_repeats: bool) -> list[type]:
+    """The registered strategies a sweep of `--strategy strategy` runs, in order: the grid's first
+    pass, then `--repeats auto`'s later passes where asked; halving or the local search alone (their
+    first round is the trials' first jobs)."""
     for module in STRATEGY_MODULES:
         importlib.import_module(module)
-    if strategy == "grid":
-        return _REGISTRY["auto"] if auto_repeats else None
-    if strategy not in _REGISTRY:
-        raise KeyError(f"no search strategy {strategy!r} (registered: {', '.join(sorted(_REGISTRY))})")
-    return _REGISTRY[strategy]
+    if strategy not in _REGISTRY or strategy == "auto":
+        raise KeyError(f"no search strategy {strategy!r} (registered: {', '.join(sorted(set(_REGISTRY) - {'auto'}))})")
+    if strategy == "grid" and auto_repeats:
+        return [_REGISTRY["grid"], _REGISTRY["auto"]]
+    return [_REGISTRY[strategy]]
 
 
 def strategy_for(name: str, ctx: SearchContext) -> Strategy:
@@ -166,7 +178,8 @@ def run_search(strategy: Strategy, ctx: SearchContext, *,
                run_jobs: Callable[[list, Callable[[TrialResult], None]], list[TrialResult]],
                on_plan: Callable[[Any], None] = lambda p: None) -> Any:
     """Round after round until the strategy's plan is done (or a round measured nothing); returns
-    the last plan. `run_jobs(jobs, on_result)` runs a round's jobs (the driver's `run_trials`),
+    the last plan. `run_jobs(jobs, on_result, **options)` runs a round's jobs (the driver's `run_trials`;
+    `options`: the strategy's for the round),
     handing each final result to `on_result` as its trial ends: each is stored at once, so a machine
     lost mid-round costs the trial in flight, not the round's trials before it."""
     uri, sweep_id = ctx.tracking_uri, ctx.sweep_id
@@ -198,7 +211,7 @@ def run_search(strategy: Strategy, ctx: SearchContext, *,
             rnd.kept.append(tid)
             strategy.after_store(p)
 
-        run_jobs(jobs, on_result)
+        run_jobs(jobs, on_result, **strategy.options(p))
         if not rnd.kept:
             stop = strategy.stopped(p)
             on_plan(stop)

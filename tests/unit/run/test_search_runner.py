@@ -102,7 +102,7 @@ def _runner(ctx, cancel: set[tuple[str, int]] = frozenset()):
 
 def test_a_registered_strategy_runs_through_the_one_runner_and_each_trial_stays_one_run(sweep):
     strategy = search.strategy_for("twice-for-test", sweep)
-    assert "twice-for-test" in search.names() and {"auto", "halving", "local"} <= set(search.names())
+    assert "twice-for-test" in search.names() and {"grid", "auto", "halving", "local"} <= set(search.names())
     run_jobs, ran = _runner(sweep)
     last = search.run_search(strategy, sweep, run_jobs=run_jobs)
     assert last.done and last.reason == "every trial ran twice"
@@ -138,9 +138,10 @@ def test_a_search_cut_off_midway_resumes_from_what_the_store_holds(sweep):
     assert sorted(run.pass_index for run in stored[ids[1]].runs) == [1, 2]
 
 
-def test_an_unknown_strategy_is_named_with_those_registered(sweep):
-    with pytest.raises(KeyError, match="registered: .*halving.*local"):
-        search.follow_up("no-such", auto_repeats=False)
-    assert search.follow_up("grid", auto_repeats=False) is None
-    assert search.follow_up("grid", auto_repeats=True).name == "auto"
-    assert search.follow_up("local", auto_repeats=False).owns_first_pass
+def test_each_strategy_is_a_chain_of_registered_ones_and_an_unknown_one_is_named():
+    with pytest.raises(KeyError, match="registered: .*grid.*halving.*local"):
+        search.chain("no-such", auto_repeats=False)
+    assert [c.name for c in search.chain("grid", auto_repeats=False)] == ["grid"]
+    assert [c.name for c in search.chain("grid", auto_repeats=True)] == ["grid", "auto"]
+    assert [c.name for c in search.chain("local", auto_repeats=False)] == ["local"]
+    assert [c.name for c in search.chain("halving", auto_repeats=False)] == ["halving"]
