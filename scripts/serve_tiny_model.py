@@ -11,7 +11,8 @@ process group. Prints one JSON line per configuration (exact match overall and p
 vLLM version, seconds) and, with --out, writes them all to FILE with each item's answer.
 
 Without --config: the baseline (--dtype float32, the precision it was trained in), bfloat16,
-an FP8 (e4m3) KV cache and an FP8 (e5m2) KV cache in bfloat16.
+an FP8 (e4m3) KV cache and an FP8 (e5m2) KV cache in bfloat16, and a deliberately degraded
+one (one expert a token instead of two).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ CONFIGS = {
     "bf16": "--dtype bfloat16",
     "bf16-kv-fp8-e4m3": "--dtype bfloat16 --kv-cache-dtype fp8_e4m3",
     "bf16-kv-fp8-e5m2": "--dtype bfloat16 --kv-cache-dtype fp8_e5m2",
+    # deliberately degraded: one expert a token where the model was trained with two
+    "bf16-top1-expert": "--dtype bfloat16 --hf-overrides '{\"num_experts_per_tok\":1}'",
 }
 ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
 
