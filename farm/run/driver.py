@@ -337,13 +337,13 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
 
     # One driver a sweep (farm/store/lease.py): a resume takes the sweep's lease (or is refused in
     # one line) before it reads which trials finished, so that no trial runs twice.
-    if resume:
-        sweep_lease.take(tracking_uri, resume, wait_s=wait_lease, on_wait=on_lease)
+    took = sweep_lease.take(tracking_uri, resume, wait_s=wait_lease, on_wait=on_lease) if resume else False
     try:
         # An unknown or foreign sweep id is a user error: found before Ray starts.
         point = check_resume(tracking_uri, resume, study, grid, trials) if resume else None
     except BaseException:
-        sweep_lease.release(tracking_uri, resume)
+        if took:  # a lease this process held before (its earlier run of the sweep) stays held
+            sweep_lease.release(tracking_uri, resume)
         raise
     # Stepwise studies keep their order; a grid of GPU trials is scheduled (farm/analysis/schedule.py),
     # at what the study's earlier sweep (or this one, resumed) measured: read before this sweep's

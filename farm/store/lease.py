@@ -143,15 +143,19 @@ def claim_new(uri: str, sweep_id: str) -> dict[str, str]:
     return _claim_tags(token)
 
 
-def take(uri: str, sweep_id: str, *, wait_s: float = 0.0, on_wait: Callable[[str], None] = lambda line: None) -> None:
+def take(uri: str, sweep_id: str, *, wait_s: float = 0.0, on_wait: Callable[[str], None] = lambda line: None) -> bool:
     """Take the sweep's lease for this process, waiting up to `wait_s` seconds for its holder to
     let it go (`on_wait`: one line, once, when it waits). A sweep the store does not have is left
-    to `check_resume` to refuse. Raises UserError, one line naming the holder and since when."""
+    to `check_resume` to refuse. Raises UserError, one line naming the holder and since when.
+    Returns whether it took the lease now: False where this process holds it already (a program
+    that ran the sweep and resumes it, its heartbeat still beating) or there is none to take."""
+    if holds(sweep_id) and verify(uri, sweep_id) is None:
+        return False  # this process is the sweep's one driver already
     db = location.sqlite_path(uri)
     if db is not None and not db.is_file():  # opening it would create it: `check_resume` says so
-        return
+        return False
     if _tags(uri, sweep_id) is None:  # also opens the store, so that the timed read below is a read
-        return
+        return False
     deadline = time.monotonic() + wait_s
     mine: set[str] = set()  # tokens of this process's rounds that took nothing (a claim may have landed)
     slow = 0
@@ -160,7 +164,7 @@ def take(uri: str, sweep_id: str, *, wait_s: float = 0.0, on_wait: Callable[[str
         started = time.monotonic()
         tags = _tags(uri, sweep_id)
         if tags is None:
-            return
+            return False
         held = _held_by(tags, frozenset(mine))
         if held is None:
             token = secrets.token_hex(8)
@@ -179,7 +183,7 @@ def take(uri: str, sweep_id: str, *, wait_s: float = 0.0, on_wait: Callable[[str
             now_tags = _tags(uri, sweep_id) or {}
             if (Holder.parse(now_tags.get(S.LEASE_TAG, "")) or Holder("", "", 0, "", 0)).token == token:
                 _HELD[sweep_id] = (token, uri)
-                return
+                return True
             continue  # another driver's claim landed after this one: it holds the lease now
         who, beat = held
         waited = wait_s - (deadline - time.monotonic())

@@ -140,6 +140,20 @@ def test_a_dead_holder_here_and_an_expired_one_elsewhere_leave_the_lease_free(st
     assert _tag(uri, sweep_id)["host"] == HOST and tags[S.DRIVER_TAG] == f"{HOST}:{os.getpid()}"
 
 
+def test_the_driver_holding_a_sweep_resumes_it_again_and_keeps_its_lease(stored):
+    """A program that ran a sweep and resumes it in the same process (its heartbeat beating on until
+    the report is made) is that sweep's one driver already: not refused, and its lease stays held;
+    a lease another driver took from it since is not its own any more."""
+    uri, sweep_id = stored
+    assert lease.take(uri, sweep_id) is True
+    token = _tag(uri, sweep_id)["token"]
+    assert lease.take(uri, sweep_id) is False  # held already: nothing taken, nothing refused
+    assert _tag(uri, sweep_id)["token"] == token and lease.holds(sweep_id)
+    _lease_of(uri, sweep_id, host="gpu-node-7", pid=99, since=time.time(), beat_age_s=0)
+    with pytest.raises(UserError, match="run by another driver: process 99 on gpu-node-7"):
+        lease.take(uri, sweep_id)
+
+
 def test_a_displaced_driver_finds_its_lease_lost_and_writes_no_end(stored):
     uri, sweep_id = stored
     lease.take(uri, sweep_id)
