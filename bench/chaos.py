@@ -525,7 +525,13 @@ def main() -> int:
     try:
         address = None
         if args.ray == "shared":
-            head = start_head(f"FARM_CHAOS_MARK={os.getpid()}-head", run_dir)
+            # Ctrl-C held back while the head starts: an interrupt inside start_node would leave a
+            # head running that nothing here holds a handle to (it comes once `head` is set).
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            try:
+                head = start_head(f"FARM_CHAOS_MARK={os.getpid()}-head", run_dir)
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
             address = f"127.0.0.1:{head.ports['gcs']}"
             print(f"Ray head at {address} (log in {run_dir})", flush=True)
         server = Server(run_dir / "store", _env(f"FARM_CHAOS_MARK={os.getpid()}-server"), run_dir / "server.log")
