@@ -416,7 +416,8 @@ SCHEMA_PLACES = [((), _Study), (("models", "tiny"), _sections.ModelSpec), (("eng
                  (("engines", "vllm"), _sections.EngineSpec), (("profiles", "p"), _sections.ProfileSpec),
                  (("profiles", "p", "data"), _sections.DataSpec), (("profiles", "p", "slo"), _sections.SLOSpec),
                  (("profiles", "p", "capacity"), _sections.CapacitySpec), (("grids", "g"), _grid_spec.GridSpec),
-                 (("grids", "g", "blocks", 0), _grid_spec.GridBlock), (("reference",), _spec.ReferenceSpec)]
+                 (("grids", "g", "blocks", 0), _grid_spec.GridBlock), (("reference",), _spec.ReferenceSpec),
+                 (("quality",), _spec.QualitySpec)]
 
 
 def _models_in(annotation, out: set) -> set:
