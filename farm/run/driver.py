@@ -233,6 +233,7 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
                     if picked is None:
                         break  # until GPUs free up (or a compile cache is written)
                     job, chosen = picked
+                tracking.check_lease(job.sweep_id)  # a displaced driver starts nothing more (its beat may be 30 s off)
                 if job.first_pass:
                     job = job.model_copy(update={"twins": twins.candidates(job.trial, [*finished_before, *final.values()])})
                 secret = get_engine(job.trial.engine).secret_flags(job.engine_spec)
@@ -460,11 +461,12 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             on_event("pass_finished" if kind == "finished" else kind, job, result)
 
         # which jobs are a trial's first (one more trial of the sweep) and which run it again (a pass)
-        fresh = search.first_appearance(tracking.load_results(tracking_uri, sweep_id))
+        stored = tracking.load_results(tracking_uri, sweep_id)  # read once, for both
+        fresh = search.first_appearance(stored)
         first_pass = None if nothing_left else FirstPass(
             jobs=jobs, pins={t.id: node for t, node in controls},
             items=schedule.items_of(study, [j.trial for j in jobs], measured) if scheduled else None,
-            finished_before=tracking.load_results(tracking_uri, sweep_id) if point is not None else ())
+            finished_before=stored if point is not None else ())
         ctx = search.SearchContext(study=study, grid=grid, trials=trials, tracking_uri=tracking_uri,
                                    experiment_id=exp_id, sweep_id=sweep_id, make_job=make_job,
                                    budget_gpu_hours=budget_gpu_hours, pruned=pruned, start=start,

@@ -196,6 +196,16 @@ class Heartbeat:
             return
         driver_beat(self.uri, self.sweep_id)
 
+    def check(self) -> None:
+        """The lease checked now, between beats: raises `LeaseLost` where another driver took it
+        since the last beat, so that a displaced driver starts no trial in the up to
+        `S.DRIVER_HEARTBEAT_S` before its next beat would have found it out."""
+        if self.lost is None and self.lease is not None:
+            self.lost = self.lease.verify(self.uri, self.sweep_id)
+        if self.lost is not None:
+            self._stop.set()
+            raise LeaseLost(self.lost)
+
     def stop(self, release: bool = True) -> None:
         """The beats end; the lease is let go unless `release` is False (`finish_sweep` lets it go
         once the sweep's end is stored)."""
@@ -209,6 +219,18 @@ class Heartbeat:
 
 
 _BEATING: dict[str, Heartbeat] = {}  # sweep id -> its driver's heartbeat, in this process
+
+
+class LeaseLost(KeyboardInterrupt):
+    """This driver's lease on its sweep was taken by another driver: it stops as an interrupted
+    driver does (its trials stopped; `finish_sweep` then writes nothing and says who holds it)."""
+
+
+def check_lease(sweep_id: str) -> None:
+    """Before a trial starts: raises `LeaseLost` where this process's driver of the sweep lost its
+    lease (`Heartbeat.check`); nothing where it holds it, or beats no lease here."""
+    if (beat := _BEATING.get(sweep_id)) is not None:
+        beat.check()
 
 
 def beating(sweep_id: str) -> bool:

@@ -172,6 +172,29 @@ def test_a_displaced_driver_finds_its_lease_lost_and_writes_no_end(stored):
         beat.stop()
 
 
+def test_a_displaced_driver_starts_no_trial_before_its_next_beat(stored):
+    """The check run before each trial start (farm/run/driver.py: run_trials): nothing while the
+    lease is this driver's; once another driver took it, the check stops this one at once (an
+    interrupt, as a beat that found it out would), its beats end, and its end is not written."""
+    uri, sweep_id = stored
+    lease.take(uri, sweep_id)
+    beat = tracking.Heartbeat(uri, sweep_id, on_lost=lambda: None, lease=lease)
+    try:
+        tracking.check_lease(sweep_id)  # held: the trial may start
+        tracking.check_lease("another-sweep")  # no driver of it here: nothing to check
+        _lease_of(uri, sweep_id, host="gpu-node-7", pid=99, since=time.time(), beat_age_s=0)
+        with pytest.raises(KeyboardInterrupt, match="process 99 on gpu-node-7"):
+            tracking.check_lease(sweep_id)
+        assert beat._stop.is_set()  # no beat renews the new holder's lease as this driver's
+        with pytest.raises(tracking.LeaseLost):  # again: still lost, without another read
+            tracking.check_lease(sweep_id)
+        with pytest.raises(UserError, match="lost sweep"):
+            tracking.finish_sweep(uri, sweep_id, "killed")
+        assert _tag(uri, sweep_id)["host"] == "gpu-node-7"
+    finally:
+        beat.stop()
+
+
 def test_a_finished_sweep_lets_its_lease_go(stored):
     uri, sweep_id = stored
     beat = tracking.Heartbeat(uri, sweep_id, lease=lease)  # a new sweep's driver: claimed with its first beat
