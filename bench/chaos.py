@@ -50,6 +50,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))  # the scripts' shared helpers (health.py)
 
 KINDS = ("driver", "engine", "server")
 GRID = "g"
@@ -233,18 +234,13 @@ class Server:
         self.start()
 
     def start(self, timeout: float = 180) -> None:
-        import httpx
+        from health import wait_healthy  # scripts/health.py
 
         self.group = Group([sys.executable, "-m", "farm.cli", "server", "--store", str(self.store), "--port",
                             str(self.port), "--workers", "1"], cwd=self.log.parent, env=self.env, log=self.log)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.group.proc.poll() is None:
-            try:
-                if httpx.get(f"{self.uri}/health", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
+        if wait_healthy(self.group.proc, f"{self.uri}/health", timeout, interval_s=0.3,
+                        request_timeout_s=5) == "ready":
+            return
         self.group.stop()
         raise RuntimeError(f"farm server did not come up on port {self.port}: see {self.log}")
 

@@ -32,6 +32,8 @@ from pathlib import Path
 import httpx
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+from health import wait_healthy  # noqa: E402 - the scripts' shared helper, beside this file
 CONFIGS = {
     "baseline-fp32": "--dtype float32",
     "bf16": "--dtype bfloat16",
@@ -44,17 +46,11 @@ ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLI
 
 
 def wait_ready(proc: subprocess.Popen, url: str, timeout_s: float, log: Path) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"vllm exited with {proc.returncode} before it was ready; see {log}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    raise SystemExit(f"vllm not ready after {timeout_s:.0f} s; see {log}")
+    state = wait_healthy(proc, f"{url}/health", timeout_s)
+    if state == "exited":
+        raise SystemExit(f"vllm exited with {proc.returncode} before it was ready; see {log}")
+    if state == "timeout":
+        raise SystemExit(f"vllm not ready after {timeout_s:.0f} s; see {log}")
 
 
 def stop(proc: subprocess.Popen) -> None:

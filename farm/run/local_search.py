@@ -254,6 +254,7 @@ class LocalSearch(BaseStrategy):
         self.estimate: dict[str, float] | None = None
         self.began_steps: list[ls.Step] = []
         self.by_id: dict[str, Trial] = {}
+        self.results: dict[str, TrialResult] = {}
 
     def begin(self) -> None:
         c = self.ctx
@@ -276,6 +277,7 @@ class LocalSearch(BaseStrategy):
     def jobs(self, p: ls.SearchPlan, stored: list[TrialResult], first: bool) -> list:
         c = self.ctx
         self.by_id = {t.id: t for t in search_trials(c.study, c.trials, stored)}
+        self.results = {r.trial.id: r for r in stored}  # what after_store adds each stored job to
         todo = p.trials
         if not p.final and todo and todo[0] == p.incumbent and not _ever_measured(stored, p.incumbent):
             # A start not yet seen to serve runs alone first: if it cannot start, no neighbour is
@@ -315,10 +317,14 @@ class LocalSearch(BaseStrategy):
     def record(self, p: ls.SearchPlan) -> None:
         searches.record_local_search(self.ctx.tracking_uri, self.ctx.sweep_id, p)
 
-    def after_store(self, p: ls.SearchPlan) -> None:
+    def after_store(self, p: ls.SearchPlan, how: Stored) -> None:
         # The plan as it stands with this job stored, recorded at once: a report read where the
-        # models' config.json are not (another machine) shows what this one knew.
-        self.record(self.plan(tracking.load_results(self.ctx.tracking_uri, self.ctx.sweep_id), False))
+        # models' config.json are not (another machine) shows what this one knew. The results are
+        # the round's, kept up to date with what the runner stored (no reload from the store).
+        result = how.merged if how.merged is not None else how.first
+        if result is not None:
+            self.results[result.trial.id] = result
+        self.record(self.plan(sorted(self.results.values(), key=lambda r: r.trial.index), False))
 
     def stopped(self, p: ls.SearchPlan) -> ls.SearchPlan:
         return p.model_copy(update={"done": True, "stop": "failed", "reason": f"{p.reason}: measured nothing"})

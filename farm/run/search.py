@@ -81,8 +81,8 @@ class Strategy(Protocol):
     def record(self, plan: Any) -> None:
         """Store the plan (where the strategy keeps one)."""
 
-    def after_store(self, plan: Any) -> None:
-        """A job of the plan's round was just stored."""
+    def after_store(self, plan: Any, how: Stored) -> None:
+        """A job of the plan's round was just stored, as `how` says (its merged or first result)."""
 
     def stopped(self, plan: Any) -> Any:
         """The last plan when a round measured nothing."""
@@ -116,7 +116,7 @@ class BaseStrategy:
     def record(self, plan: Any) -> None:
         pass
 
-    def after_store(self, plan: Any) -> None:
+    def after_store(self, plan: Any, how: Stored) -> None:
         pass
 
     def options(self, plan: Any) -> dict:
@@ -137,12 +137,18 @@ def register(name: str):
     return add
 
 
+def _load() -> dict[str, type]:
+    """The registry, every strategy module imported (once: Python keeps a module imported)."""
+    for module in STRATEGY_MODULES:
+        importlib.import_module(module)
+    return _REGISTRY
+
+
 def chain(strategy: str, auto_repeats: bool) -> list[type]:
     """The registered strategies a sweep of `--strategy strategy` runs, in order: the grid's first
     pass, then `--repeats auto`'s later passes where asked; halving or the local search alone (their
     first round is the trials' first jobs)."""
-    for module in STRATEGY_MODULES:
-        importlib.import_module(module)
+    _load()
     if strategy not in _REGISTRY or strategy == "auto":
         raise KeyError(f"no search strategy {strategy!r} (registered: {', '.join(sorted(set(_REGISTRY) - {'auto'}))})")
     if strategy == "grid" and auto_repeats:
@@ -152,17 +158,14 @@ def chain(strategy: str, auto_repeats: bool) -> list[type]:
 
 def strategy_for(name: str, ctx: SearchContext) -> Strategy:
     """The registered strategy `name`, built for this sweep."""
-    for module in STRATEGY_MODULES:
-        importlib.import_module(module)
+    _load()
     if name not in _REGISTRY:
         raise KeyError(f"no search strategy {name!r} (registered: {', '.join(sorted(_REGISTRY))})")
     return _REGISTRY[name](ctx)
 
 
 def names() -> list[str]:
-    for module in STRATEGY_MODULES:
-        importlib.import_module(module)
-    return sorted(_REGISTRY)
+    return sorted(_load())
 
 
 @dataclass
@@ -209,7 +212,7 @@ def run_search(strategy: Strategy, ctx: SearchContext, *,
             elif how.first is not None:
                 tracking.log_trial(uri, ctx.experiment_id, sweep_id, how.first, artifacts)
             rnd.kept.append(tid)
-            strategy.after_store(p)
+            strategy.after_store(p, how)
 
         run_jobs(jobs, on_result, **strategy.options(p))
         if not rnd.kept:
