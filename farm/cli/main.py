@@ -233,7 +233,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     tracking_key = tracking_source(tracking_uri)
     tracking_uri = tracking_uri or default_tracking_uri()
     point = check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume,
-                        tracking_key=tracking_key, address_key=address_key)
+                        tracking_key=tracking_key, address_key=address_key, experiment=experiment)
     if point is not None and point.renamed:  # a sweep stored with ids of the older form keeps them
         trials = point.rename(trials)
         selected = {point.renamed.get(i, i) for i in selected} if selected is not None else None
@@ -255,7 +255,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
                                    only=only, start=kept.start if kept else None, resume=resume)
             trials, start_id = start_of(study, grid, expand(study, grid), study.start or "", key="start")
             point = check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume,
-                                tracking_key=tracking_key, address_key=address_key)
+                                tracking_key=tracking_key, address_key=address_key, experiment=experiment)
             if point is not None and point.renamed:
                 trials = point.rename(trials)
         elif stored is not None:

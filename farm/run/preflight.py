@@ -122,6 +122,29 @@ def _check_server_login(uri: str, key: str) -> None:
         raise UserError(f"the MLflow server at {uri} {why}", key=key)
 
 
+def check_experiment_access(uri: str, *, experiment: str | None, resume: str | None,
+                            key: str = "--tracking-uri") -> None:
+    """A server's login may be good and still not reach the sweep's experiment: MLflow's auth app
+    gives each user the experiments an admin granted (and those the user made). Found here, in
+    one line, before Ray or an engine starts, rather than as a 403 traceback from the driver's
+    first write. Nothing is written (farm/store/auth.py: `experiment_access`)."""
+    if urlparse(uri).scheme not in ("http", "https") or (experiment is None and resume is None):
+        return
+    timeout_s = min(auth.client_timeout_s() or LOGIN_TIMEOUT_S, LOGIN_TIMEOUT_S)
+    access = auth.experiment_access(uri, timeout_s, experiment=None if resume else experiment, sweep_id=resume)
+    who = _credential(auth.client_login())
+    what = f"sweep {resume}" if resume else f"experiment {experiment!r}"
+    grant = (f"an admin of the server grants the user EDIT on {'its experiment' if resume else 'it'}"
+             + ("" if resume else ", or name another experiment (--experiment)"))
+    if access.read == 403:
+        gone = "it is not on this server, or " if resume else ""
+        raise UserError(f"the MLflow server at {uri} refused {who} reading {what} (HTTP 403: {gone}the user has no "
+                        f"permission on {'its experiment' if resume else 'it'}): {grant}", key=key)
+    if access.write == 403:
+        raise UserError(f"the MLflow server at {uri} lets {who} read {what} but not write runs to "
+                        f"{'its experiment' if resume else 'it'} (HTTP 403): {grant}", key=key)
+
+
 # One API call: a password hash (tens of ms) on a server a sweep may keep busy. At most what
 # MLflow's client itself waits (MLFLOW_HTTP_REQUEST_TIMEOUT), for the sweep's calls wait no longer.
 LOGIN_TIMEOUT_S = 30
@@ -415,13 +438,16 @@ def _legacy_ids(planned: list[Trial], trials: list[Trial], stored: set[str]) -> 
 
 def check_sweep(study: Study, trials: list[Trial], *, grid: str, address: str | None, tracking_uri: str,
                 resume: str | None, tracking_key: str = "--tracking-uri",
-                address_key: str = "--address") -> ResumePoint | None:
+                address_key: str = "--address", experiment: str | None = None) -> ResumePoint | None:
     """Everything a sweep needs from outside farm, checked before anything starts (`*_key`: where
-    the tracking URI and the Ray address came from, as a refusal names them)."""
+    the tracking URI and the Ray address came from, as a refusal names them; `experiment`: the
+    one a new sweep writes to, default the grid's)."""
     if address is None:
         check_datasets(study, trials)
         env_directory("FARM_CACHE_DIR")  # tokenizers, datasets and warm-up markers are written there
     check_tracking_uri(tracking_uri, key=tracking_key)
+    check_experiment_access(tracking_uri, experiment=experiment or study.grid_experiment(grid), resume=resume,
+                            key=tracking_key)
     if address is not None:
         check_ray_address(address, key=address_key)
     if resume:

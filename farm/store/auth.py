@@ -132,6 +132,61 @@ def api_answer(uri: str, timeout_s: float) -> ApiAnswer:
     return ApiAnswer(response.status_code, challenge=scheme)
 
 
+# A run that cannot be made: the server checks the permission to write to the experiment first (its
+# auth app's before-request hook), then the request, whose start time is no number: 400, nothing
+# written. So a 400 says "may write" and a 403 "may not", without a run made either way.
+WRITE_PROBE = "/api/2.0/mlflow/runs/create"
+NOT_A_TIME = "not-a-time"
+
+
+@dataclass(frozen=True)
+class Access:
+    """What this client's login may do with the experiment a sweep writes to, as the server
+    answered (HTTP statuses; None where no call was made or no answer came): `read` of the
+    experiment (by name) or of the sweep's run (on a resume), `write` of a run into it."""
+
+    read: int | None
+    write: int | None = None
+    experiment_id: str | None = None
+
+
+def _call(uri: str, endpoint: str, method: str, timeout_s: float, **kwargs):
+    from mlflow.utils.rest_utils import http_request
+
+    creds = mlflow_credentials.get_default_host_creds(uri)
+    try:
+        return http_request(creds, endpoint, method, max_retries=0, backoff_factor=0, retry_codes=(),
+                            timeout=timeout_s, raise_on_status=False, **kwargs)
+    except MlflowException:  # no answer: the login probe before this one says why, or the sweep will
+        return None
+
+
+def experiment_access(uri: str, timeout_s: float, *, experiment: str | None = None,
+                      sweep_id: str | None = None) -> Access:
+    """May this client read the experiment named `experiment` (or the run `sweep_id`, whose
+    experiment a resume writes to), and write runs into it? Calls MLflow's API with MLflow's own
+    client and credentials and writes nothing: an experiment not there yet (404) is made by the
+    sweep, which every user of MLflow's auth app may do."""
+    if sweep_id is not None:
+        got = _call(uri, "/api/2.0/mlflow/runs/get", "GET", timeout_s, params={"run_id": sweep_id})
+        key = ("run", "info", "experiment_id")
+    else:
+        got = _call(uri, "/api/2.0/mlflow/experiments/get-by-name", "GET", timeout_s,
+                    params={"experiment_name": experiment})
+        key = ("experiment", "experiment_id")
+    if got is None or got.status_code != 200:
+        return Access(read=None if got is None else got.status_code)
+    try:
+        found = got.json()
+        for part in key:
+            found = found[part]
+        experiment_id = str(found)
+    except (ValueError, KeyError, TypeError):
+        return Access(read=200)
+    wrote = _call(uri, WRITE_PROBE, "POST", timeout_s, json={"experiment_id": experiment_id, "start_time": NOT_A_TIME})
+    return Access(read=200, write=None if wrote is None else wrote.status_code, experiment_id=experiment_id)
+
+
 def password_refusal(password: str) -> str | None:
     """Why MLflow's password policy refuses `password` (its own words), or None."""
     try:

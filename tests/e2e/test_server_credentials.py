@@ -233,3 +233,56 @@ def _wait_health(uri: str, proc: subprocess.Popen) -> None:
             pass
         time.sleep(0.5)
     raise RuntimeError(f"mlflow server did not come up (exit {proc.poll()})")
+
+
+def _admin(uri: str):
+    """MLflow's own client of its auth app, as the server's admin."""
+    from mlflow.server.auth.client import AuthServiceClient
+
+    return AuthServiceClient(uri)
+
+
+def test_a_login_without_permission_on_the_sweeps_experiment_is_one_line_before_anything_starts(
+        server, tmp_path, monkeypatch):
+    """A good login still reaches only the experiments an admin granted it (MLflow's auth app; farm
+    server's default is no permission): the sweep was a 403 traceback from its first write, after
+    Ray had started. Now one line naming the user and the experiment, nothing started or written,
+    and the check itself writes no run."""
+    from mlflow.tracking import MlflowClient
+
+    from farm.run.preflight import check_experiment_access
+
+    uri = server["uri"]
+    for name, value in {"MLFLOW_TRACKING_USERNAME": USER, "MLFLOW_TRACKING_PASSWORD": PASSWORD}.items():
+        monkeypatch.setenv(name, value)
+    _admin(uri).create_user("viewer", "viewer-Pass-1234")
+    exp_id = MlflowClient(uri).create_experiment("team-sweeps")
+    viewer = {"MLFLOW_TRACKING_USERNAME": "viewer", "MLFLOW_TRACKING_PASSWORD": "viewer-Pass-1234"}
+    who = "the login of user 'viewer' (from MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD)"
+
+    none = _farm(["sweep", "--grid", "smoke", "--tracking-uri", uri, "--experiment", "team-sweeps"], tmp_path, **viewer)
+    assert _one_line(none) == (f"error: --tracking-uri: the MLflow server at {uri} refused {who} reading experiment "
+                               "'team-sweeps' (HTTP 403: the user has no permission on it): an admin of the server "
+                               "grants the user EDIT on it, or name another experiment (--experiment)")
+    assert not (tmp_path / "farm-runs").exists() and "Ray" not in none.stdout
+
+    _admin(uri).grant_user_permission("viewer", "experiment", exp_id, "READ")
+    read = _farm(["sweep", "--grid", "smoke", "--tracking-uri", uri, "--experiment", "team-sweeps"], tmp_path, **viewer)
+    assert _one_line(read) == (f"error: --tracking-uri: the MLflow server at {uri} lets {who} read experiment "
+                               "'team-sweeps' but not write runs to it (HTTP 403): an admin of the server grants the "
+                               "user EDIT on it, or name another experiment (--experiment)")
+    resume = _farm(["sweep", "--grid", "smoke", "--tracking-uri", uri, "--resume", "0" * 32], tmp_path, **viewer)
+    assert "refused " + who + " reading sweep " + "0" * 32 + " (HTTP 403: it is not on this server" in _one_line(resume)
+
+    # EDIT granted, or an experiment the sweep will make (every user may): the check passes, and
+    # its probe of the write (a run the server refuses to make) made none
+    _admin(uri).revoke_user_permission("viewer", "experiment", exp_id)
+    _admin(uri).grant_user_permission("viewer", "experiment", exp_id, "EDIT")
+    for name, value in viewer.items():
+        monkeypatch.setenv(name, value)
+    check_experiment_access(uri, experiment="team-sweeps", resume=None)
+    check_experiment_access(uri, experiment="not-made-yet", resume=None)
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", USER)
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", PASSWORD)
+    assert MlflowClient(uri).search_runs([exp_id]) == []
+    assert MlflowClient(uri).get_experiment_by_name("not-made-yet") is None
