@@ -55,7 +55,7 @@ def cli() -> None:
 @click.option("--run-budget", type=opt.RUNS, default=None, metavar="RUNS",
               help="With --repeats auto: benchmark runs the sweep may make in all (default: the study's max_runs, "
                    "else 3 x the first pass).")
-@click.option("--strategy", type=click.Choice(["grid", "halving", "local"]), default=None,
+@click.option("--strategy", type=opt.STRATEGY, default=None,
               help="grid: every trial (default: the study's strategy, else grid); halving: short runs first, then "
                    "only the trials not significantly worse than the leader go on, rung by rung; local: a guarded "
                    "local search from --from, moving only to a significantly better neighbour.")
@@ -102,7 +102,7 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
     # Imported when the command runs, so that `farm --help` and the other commands skip mlflow, ray, scipy.
     from farm.study.grid import expand, select_trials
     from farm.study.load import load_study
-    from farm.run.sweep_view import print_dry_run
+    from farm.run import search
 
     study = opt.with_prices(load_study(config), prices)  # stored with the sweep: its report prices at them
     if accelerator is not None:  # this sweep's GPU model, over the study's and every engine's
@@ -127,62 +127,25 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
         usable_directory(workdir, key="--workdir")
     trials = expand(study, grid)
     start_id = None
-    if study.strategy == "local" and study.start:
+    kind = search.kind_of(study.strategy)  # what the options mean to it (farm/run/search.py)
+    if kind.starts_from and study.start:
         from farm.analysis.start_command import start_of
 
         trials, start_id = start_of(study, grid, trials, study.start, key="--from" if start else "start")
     selected = select_trials(trials, only, key="--trial") if only else None
     if baseline is not None:
-        if study.strategy == "local":
-            raise UserError("a local search's baseline is its start (--from)", key="--baseline")
+        if kind.starts_from:
+            raise UserError(f"a {kind.title or kind.name}'s baseline is its start (--from)", key="--baseline")
         select_trials(trials, [baseline], key="--baseline")  # a trial of this grid, or one line and exit 2
         study = study.model_copy(update={"baseline": baseline})
     if dry_run:
-        measured, note = None, None
-        if resume:
-            # What the resume would run: the sweep's unfinished trials (read from its store, which
-            # must be there: a dry run creates nothing), at what the sweep itself measured.
-            from farm.run.preflight import check_resume, check_store_to_read
-            from farm.store.tracking import default_tracking_uri
+        from farm.run.dry_run import dry_run as print_dry_run
 
-            uri = tracking_uri or default_tracking_uri()
-            check_store_to_read(uri, key=tracking_source(tracking_uri))
-            point = check_resume(uri, resume, study, grid, trials)
-            trials = point.rename(trials)
-            done = [t for t in trials if t.id in point.finished]
-            trials = [t for t in trials if t.id not in point.finished]
-            note = (f"resume of sweep {resume}: {len(done)} trial(s) finished, not run again"
-                    + (f" ({', '.join(t.label for t in done[:8])}{', ...' if len(done) > 8 else ''})" if done else "")
-                    + f"; {len(trials)} to run, listed below")
-            if study.strategy == "grid" and (repeats or study.repeats) == "auto":
-                # the pass it would run next, planned from the stored results as the sweep will plan it
-                from farm.analysis import plan
-                from farm.run.sweep_view import readable_ids
-                from farm.store.tracking import load_results
-
-                nxt = plan.unfinished_pass(stored := load_results(uri, resume), study, grid, resume) \
-                    or plan.pass_from_stored(stored, study, grid, resume)
-                names = {t.id: t.label for t in expand(study, grid)} | {r.trial.id: r.trial.label for r in stored}
-                note += ("; --repeats auto: " + (f"no further pass ({nxt.reason})" if nxt.done else
-                         f"pass {nxt.pass_index} runs the primary profile {nxt.repeats} more times on "
-                         f"{len(nxt.trials)} trial(s), {nxt.runs} runs, {nxt.spent + nxt.runs} of a budget of {nxt.budget}: "
-                         f"{nxt.reason}"))
-                note = readable_ids(note, names)
-            elif study.strategy in ("halving", "local"):
-                note += f"; the {study.strategy} strategy plans its further runs from the stored results when it runs"
-            if not trials:
-                print(note.replace("; 0 to run, listed below", "")
-                      + ("" if "plans" in note or "--repeats auto: pass" in note else "; nothing is left to run"))
-                return
-        elif tracking_uri:  # the estimate at the durations an earlier sweep of the study measured
-            from farm.run.estimate import previous_durations  # mlflow: only when a store is named
-
-            measured, note = previous_durations(tracking_uri, study)
-        print_dry_run(study, grid, [t for t in trials if selected is None or t.id in selected], mode=mode,
-                      measured=measured, durations_note=note, start=start_id)
+        print_dry_run(study, grid, trials, selected=selected, mode=mode, resume=resume, tracking_uri=tracking_uri,
+                      start=start_id)
         return
     pruned = None
-    if study.strategy == "halving":  # with accelerator_type auto: again once the cluster names its GPUs (driver)
+    if kind.prunes_unfit:  # with accelerator_type auto: again once the cluster names its GPUs (driver)
         from farm.run.memory import unfit_trials
 
         pruned = unfit_trials(study, trials)
@@ -246,12 +209,12 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
         if stored is None and budget is not None:
             raise UserError(f"only with --strategy halving; sweep {resume} is a grid sweep, which runs every trial "
                             f"whatever the budget", key="--budget")
-        if stored is not None and stored[0] == "local":  # a local search resumes from where it started
+        if stored is not None and search.kind_of(stored[0]).starts_from:  # a search resumes from where it started
             from farm.analysis.start_command import start_of
             from farm.store.mlflow_store import MlflowStore
 
             kept = MlflowStore(tracking_uri).study(resume)
-            study = _with_strategy(study, "local", budget if budget is not None else stored[1], repeats=repeats,
+            study = _with_strategy(study, stored[0], budget if budget is not None else stored[1], repeats=repeats,
                                    only=only, start=kept.start if kept else None, resume=resume)
             trials, start_id = start_of(study, grid, expand(study, grid), study.start or "", key="start")
             point = check_sweep(study, trials, grid=grid, address=address, tracking_uri=tracking_uri, resume=resume,
@@ -271,18 +234,24 @@ def sweep(config, grid, dry_run, address, tracking_uri, experiment, resume, repe
 
 def _with_strategy(study, strategy, budget, *, repeats, only, resume=None, start=None):
     """The study with the sweep's strategy, budget and start (options over the study's keys),
-    checked. A `--resume` may raise the budget alone: whether that sweep is a halving or a local
-    one is read from its run."""
+    checked against what the strategy takes (farm/run/search.py). A `--resume` may raise the budget
+    alone: whether that sweep is a halving or a local one is read from its run."""
+    from farm.run import search
+
     strategy = strategy or study.strategy
-    if budget is not None and strategy not in ("halving", "local") and not resume:
-        raise UserError("only with --strategy halving or local (a grid sweep runs every trial, whatever the budget)",
-                        key="--budget")
-    if start is not None and strategy != "local":
-        raise UserError("only with --strategy local (where the local search starts)", key="--from")
-    if strategy == "local" and not (start or study.start) and not resume:
-        raise UserError("--strategy local starts from the serve command you run today or a trial of the grid: "
+    kind = search.kind_of(strategy)
+    others = [search.kind_of(n) for n in search.choices()]
+    if budget is not None and not kind.takes_budget and not resume:
+        raise UserError(f"only with --strategy {' or '.join(k.name for k in others if k.takes_budget)} (a grid sweep "
+                        "runs every trial, whatever the budget)", key="--budget")
+    if start is not None and not kind.starts_from:
+        starts = [k for k in others if k.starts_from]
+        raise UserError(f"only with --strategy {' or '.join(k.name for k in starts)} (where the "
+                        f"{' or '.join(k.title or k.name for k in starts)} starts)", key="--from")
+    if kind.starts_from and not (start or study.start) and not resume:
+        raise UserError(f"--strategy {strategy} starts from the serve command you run today or a trial of the grid: "
                         "give it with --from", key="--strategy")
-    if strategy in ("halving", "local"):
+    if kind.plans_repeats:
         for flag, clash in (("--repeats auto", repeats == "auto" or study.repeats == "auto"), ("--trial", bool(only))):
             if clash:
                 raise UserError(f"--strategy {strategy} plans its own rungs and repeats; it does not combine with {flag}",

@@ -113,3 +113,26 @@ class OneLineErrors(click.Command):
         except inputs.UserError as exc:
             echo_user_error(exc)
             raise SystemExit(exc.exit_code) from None
+
+
+class _Strategies(click.Choice):
+    """`farm sweep --strategy`: the strategies the search registry holds (farm/run/search.py `choices`),
+    read when the option is: a strategy registered in its own module is a choice, the CLI unedited."""
+
+    name = "choice"
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self):
+        from farm.run import search  # the registry's modules: no mlflow, no ray
+
+        return tuple(search.choices())
+
+    @choices.setter
+    def choices(self, value) -> None:
+        pass
+
+
+STRATEGY = _Strategies()

@@ -20,7 +20,6 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.bench import BenchActor, TrackingUnavailable, TrialJob
 from farm.run import estimate, metrics, passes, search
-from farm.run.grid_pass import FirstPass
 from farm.run.ray_names import actor_name, sweep_namespace
 from farm.run.links import mlflow_run_link
 from farm.analysis import accelerator, plan, schedule, twins
@@ -447,11 +446,10 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                             client_hosts=hosts)
 
         hosts = None if nothing_left else _client_hosts(sweep_id, todo + [t for t, _ in controls], study)
-        jobs = [make_job(t, plan.first_pass_repeats(repeats)) for t in todo + [t for t, _ in controls]]
         max_in_flight = study.grids[grid].max_concurrent_trials or study.max_concurrent_trials
         # farm's metrics on Ray's Prometheus endpoint, for the dashboard's charts (farm/run/metrics.py)
         if not nothing_left:
-            on_event = metrics.watch(on_event, sweep_id, len(jobs))
+            on_event = metrics.watch(on_event, sweep_id, len(todo) + len(controls))
 
         def log_lost(result: TrialResult) -> None:
             tracking.log_trial(tracking_uri, exp_id, sweep_id, result, None)
@@ -461,16 +459,15 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             on_event("pass_finished" if kind == "finished" else kind, job, result)
 
         # which jobs are a trial's first (one more trial of the sweep) and which run it again (a pass)
-        stored = tracking.load_results(tracking_uri, sweep_id)  # read once, for both
+        stored = tracking.load_results(tracking_uri, sweep_id)  # read once: here and for the grid's first pass
         fresh = search.first_appearance(stored)
-        first_pass = None if nothing_left else FirstPass(
-            jobs=jobs, pins={t.id: node for t, node in controls},
-            items=schedule.items_of(study, [j.trial for j in jobs], measured) if scheduled else None,
-            finished_before=stored if point is not None else ())
+        # what the grid's first pass is built from (farm/run/grid_pass.py builds it)
         ctx = search.SearchContext(study=study, grid=grid, trials=trials, tracking_uri=tracking_uri,
                                    experiment_id=exp_id, sweep_id=sweep_id, make_job=make_job,
                                    budget_gpu_hours=budget_gpu_hours, pruned=pruned, start=start,
-                                   measured=search_durations, first_pass=first_pass)
+                                   measured=search_durations, todo=todo, controls=controls,
+                                   first_repeats=plan.first_pass_repeats(repeats), schedule_at=measured,
+                                   scheduled=scheduled, stored=stored, resumed=point is not None)
         announce = {"pass": on_pass, "rung": on_rung}
 
         try:

@@ -2,8 +2,9 @@
 
 Every trial of the grid not yet finished, and the baseline once more on each other node (node
 controls, pinned there), in one round whose order the scheduler picks (farm/analysis/schedule.py).
-The driver builds that round (`FirstPass`: what a resume left, which trials cannot be measured,
-which nodes there are); the runner runs it like any other round. Each job logs its own trial run
+The strategy builds that round (`FirstPass`) from what the driver resolved (`SearchContext`: the
+trials a resume left and that can be measured, the node controls of the nodes there are, the
+durations the scheduler orders it at); the runner runs it like any other round. Each job logs its own trial run
 (the trial actor), so the runner stores nothing for it. `--repeats auto` follows it with its later
 passes (farm/run/passes.py `RepeatsAuto`)."""
 
@@ -15,6 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
+from farm.analysis import schedule
 from farm.analysis.results import Status, TrialResult
 from farm.run.search import BaseStrategy, SearchContext, Stored, register
 from farm.strict import Strict
@@ -22,8 +24,8 @@ from farm.strict import Strict
 
 @dataclass
 class FirstPass:
-    """The first pass as the driver built it: its jobs, the nodes node controls are pinned to, the
-    scheduler's items (None: in job order), and the sweep's trials finished before (a resume)."""
+    """The first pass: its jobs, the nodes node controls are pinned to, the scheduler's items (None:
+    in job order), and the sweep's trials finished before (a resume)."""
 
     jobs: list = field(default_factory=list)
     pins: dict[str, str] = field(default_factory=dict)
@@ -48,7 +50,7 @@ class Grid(BaseStrategy):
 
     def __init__(self, ctx: SearchContext) -> None:
         super().__init__(ctx)
-        self.first_pass: FirstPass = ctx.first_pass or FirstPass()
+        self.first_pass: FirstPass = first_pass(ctx)
 
     def plan(self, stored: list[TrialResult], first: bool) -> GridPlan:
         if first and self.first_pass.jobs:
@@ -69,3 +71,13 @@ class Grid(BaseStrategy):
 
     def stopped(self, p: GridPlan) -> GridPlan:
         return p.model_copy(update={"done": True, "reason": "the first pass measured nothing"})
+
+
+def first_pass(ctx: SearchContext) -> FirstPass:
+    """The grid's first pass: each trial left to run and each node control, `first_repeats` runs a
+    profile; the node controls pinned to their nodes; ordered by the scheduler where the sweep is
+    scheduled (at `schedule_at`'s durations); a resume's stored results are the trials finished before."""
+    jobs = [ctx.make_job(t, ctx.first_repeats, 1) for t in ctx.todo + [t for t, _ in ctx.controls]]
+    return FirstPass(jobs=jobs, pins={t.id: node for t, node in ctx.controls},
+                     items=schedule.items_of(ctx.study, [j.trial for j in jobs], ctx.schedule_at) if ctx.scheduled else None,
+                     finished_before=ctx.stored if ctx.resumed else ())

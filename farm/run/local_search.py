@@ -21,7 +21,6 @@ from farm.analysis.outcome import TRANSIENT
 from farm.analysis.results import HeldSpan, Status, TrialResult
 from farm.errors import UserError
 from farm.run.search import BaseStrategy, SearchContext, Stored, register
-from farm.store import searches, tracking
 from farm.study.grid import RUN_OVERHEAD_S, MeasuredDurations, run_seconds, trial_starts
 from farm.study.spec import Study
 from farm.study.trial import Trial, node_control_id
@@ -245,6 +244,10 @@ class LocalSearch(BaseStrategy):
 
     announces = "rung"
     prices_steps = True
+    takes_budget = True
+    starts_from = True
+    plans_repeats = True
+    title = "local search"
 
     def __init__(self, ctx: SearchContext) -> None:
         super().__init__(ctx)
@@ -256,7 +259,15 @@ class LocalSearch(BaseStrategy):
         self.by_id: dict[str, Trial] = {}
         self.results: dict[str, TrialResult] = {}
 
+    @classmethod
+    def dry_run_lines(cls, study: Study, grid: str, trials: list[Trial], *, fits: dict, measured=None,
+                      start: str | None = None, waits: bool = False) -> list[str]:
+        return start_lines(study, grid, trials, start, measured) if start is not None else []
+
     def begin(self) -> None:
+        # mlflow: not for the registry's readers (`farm sweep --dry-run`, its options)
+        from farm.store import searches, tracking
+
         c = self.ctx
         searches.record_strategy(c.tracking_uri, c.sweep_id, "local", c.study.budget_gpu_hours, start=self.start)
         self.estimate = searches.recorded_local_search_estimate(c.tracking_uri, c.sweep_id)
@@ -315,6 +326,8 @@ class LocalSearch(BaseStrategy):
             if new.started_at and new.finished_at else []}))
 
     def record(self, p: ls.SearchPlan) -> None:
+        from farm.store import searches  # mlflow, as in begin
+
         searches.record_local_search(self.ctx.tracking_uri, self.ctx.sweep_id, p)
 
     def after_store(self, p: ls.SearchPlan, how: Stored) -> None:
@@ -332,3 +345,38 @@ class LocalSearch(BaseStrategy):
 
 def _ever_measured(results: list[TrialResult], trial: str) -> bool:
     return any(r.trial.id == trial and any(run.status == Status.ok for run in r.runs) for r in results)
+
+
+def start_lines(study: Study, grid: str, trials: list[Trial], start: str,
+                measured: MeasuredDurations | None = None) -> list[str]:
+    """What `--dry-run` says of a local search: where it starts and what its first step races
+    (nothing measured yet); a start that cannot start here is said so, with the repair the search
+    starts from instead."""
+    out: list[str] = []
+    p = plan_of(study, grid, trials, start, [], measured)
+    space = SearchSpace(study, trials, start, [])
+    labels = {t.id: t.label for t in space.trials}
+    budget = f"search budget {study.budget_gpu_hours:g} GPU-hours" if study.budget_gpu_hours else "no budget"
+    est = estimates(study, grid, [t for t in space.trials if t.id == space.start], measured)
+    out.append(f"strategy local from {labels[start]} ({budget}; ~{est['step']:.3f} GPU-hours a raced trial, "
+               f"~{2 * est['final']:.3f} for the final comparison of two trials on every profile, after the search)")
+    own = [r for r in p.repairs if r.trial == start]
+    for r in own:
+        out.append(f"  your command {ls.start_failure_text(r)}")
+    if len(p.repairs) > len(own):
+        out.append(f"  {len(p.repairs) - len(own)} other trial(s) of the grid cannot start here either and are raced repaired "
+                   f"the same way (each trial's memory line below says why)")
+    if not p.steps:
+        out.append(f"  {p.reason}")
+        return out
+    step = p.steps[-1]
+    out.append(f"  step 1 races {labels[p.start]} against {len(step.race) - 1} neighbour(s) at alpha {step.alpha:.3g} "
+               f"(Holm), {p.rung.repeats} runs each of {next(iter(p.rung.requests.values()))} requests of "
+               f"{next(iter(p.rung.profiles.values()))}:")
+    nbrs = space.neighbours(p.start)
+    for tid in step.race[1:]:
+        out.append(f"    {labels[tid]}: " + ls.judged_text(ls.Judged(neighbour=nbrs[tid], runs=0, why="to race")))
+    if step.unraced:
+        out.append(f"    not raced in step 1 (budget): " + ", ".join(
+            ls.judged_text(ls.Judged(neighbour=nbrs[t], runs=0, why="")).rstrip(": ") for t in step.unraced))
+    return out

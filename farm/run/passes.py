@@ -15,8 +15,6 @@ plans the next pass again from the stored results.
 
 from __future__ import annotations
 
-import ray
-
 from farm.analysis import plan
 from farm.analysis.outcome import TRANSIENT
 from farm.analysis.results import Status, TrialResult
@@ -27,6 +25,8 @@ from farm.run.search import BaseStrategy, SearchContext, Stored, register
 
 def node_controls(study: Study, trials: list[Trial], cpus_per_trial: float) -> list[tuple[Trial, str]]:
     """(node-control trial, Ray node id) for each node able to run the baseline, when there are several."""
+    import ray  # seconds of imports: not for the registry's readers (`farm sweep --dry-run`, its options)
+
     nodes = plan.node_names(ray.nodes())
     baseline = plan.baseline_trial(study, trials)
     first_index = max((t.index for t in trials), default=0) + 1
@@ -42,6 +42,8 @@ class RepeatsAuto(BaseStrategy):
     limit is reached. A pass's jobs do not log themselves: each is appended to its trial's run."""
 
     announces = "pass"
+    chosen = False  # it follows the grid's first pass (`--repeats auto`), never a --strategy of its own
+    title = "--repeats auto"
 
     def __init__(self, ctx: SearchContext) -> None:
         super().__init__(ctx)
@@ -49,6 +51,22 @@ class RepeatsAuto(BaseStrategy):
         # Judged as an auto sweep (alpha per look) even when called with a study that says otherwise.
         self.study = study if plan.is_auto(study.repeats) else study.model_copy(update={"repeats": "auto"})
         self.by_id = {t.id: t for t in ctx.trials}
+
+    @classmethod
+    def resume_note(cls, study: Study, grid: str, uri: str, sweep_id: str) -> tuple[str, bool]:
+        """The pass a resume runs next, planned from the stored results as the sweep will plan it."""
+        from farm.run.sweep_view import readable_ids
+        from farm.store.tracking import load_results  # mlflow: a resume's dry run reads its store
+        from farm.study.grid import expand
+
+        stored = load_results(uri, sweep_id)
+        nxt = plan.unfinished_pass(stored, study, grid, sweep_id) or plan.pass_from_stored(stored, study, grid, sweep_id)
+        names = {t.id: t.label for t in expand(study, grid)} | {r.trial.id: r.trial.label for r in stored}
+        text = "--repeats auto: " + (
+            f"no further pass ({nxt.reason})" if nxt.done else
+            f"pass {nxt.pass_index} runs the primary profile {nxt.repeats} more times on {len(nxt.trials)} trial(s), "
+            f"{nxt.runs} runs, {nxt.spent + nxt.runs} of a budget of {nxt.budget}: {nxt.reason}")
+        return readable_ids(text, names), not nxt.done
 
     def plan(self, stored: list[TrialResult], first: bool) -> plan.PassPlan:
         # the rest of an interrupted pass comes first, once (it may fail again)

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from farm.analysis.results import TrialResult
-from farm.store import tracking
 from farm.study.spec import Study
 from farm.study.trial import Trial
 
@@ -45,7 +44,16 @@ class SearchContext:
     pruned: dict[str, str] | None = None
     start: str | None = None
     measured: Any = None  # the durations earlier sweeps measured (farm/run/estimate.py), where one prices steps
-    first_pass: Any = None  # the grid's first pass as the driver built it (farm/run/grid_pass.py FirstPass)
+    # What the grid's first pass is built from (farm/run/grid_pass.py): the trials left to run, the
+    # baseline's node controls (trial, Ray node), the first pass's repeats, the durations its
+    # scheduler orders it at (None: in job order), and the results stored when the sweep (re)started.
+    todo: list[Trial] = field(default_factory=list)
+    controls: list[tuple[Trial, str]] = field(default_factory=list)
+    first_repeats: int = 1
+    schedule_at: Any = None
+    scheduled: bool = False
+    stored: list[TrialResult] = field(default_factory=list)
+    resumed: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,31 @@ class BaseStrategy:
     once = False
     # Which of the driver's callbacks hears its plans: "pass" (on_pass), "rung" (on_rung) or None.
     announces: str | None = None
+    # `farm sweep --strategy NAME` may name it (one that only follows another may not: `--repeats
+    # auto`'s passes follow the grid's first pass).
+    chosen = True
+    # What the sweep's options mean to it: a GPU-hour budget (--budget); a start (--from: a serve
+    # command or a trial, which is also its baseline); its own rungs and repeats (then --repeats auto
+    # and --trial do not combine with it).
+    takes_budget = False
+    starts_from = False
+    plans_repeats = False
+    title = ""  # what a person calls it ("local search"); its name where empty
+
+    @classmethod
+    def dry_run_lines(cls, study: Study, grid: str, trials: list[Trial], *, fits: dict, measured: Any = None,
+                      start: str | None = None, waits: bool = False) -> list[str]:
+        """What `farm sweep --dry-run` says of it before anything runs: its plan and price (`fits`: the
+        memory-fit predictions by trial id; `waits`: the GPU model comes from the cluster)."""
+        return []
+
+    @classmethod
+    def resume_note(cls, study: Study, grid: str, uri: str, sweep_id: str) -> tuple[str, bool] | None:
+        """What `farm sweep --dry-run --resume` says it runs next, from the stored results, and whether
+        it runs more; None for one that runs the grid's trials once."""
+        if cls.once:
+            return None
+        return f"the {cls.name} strategy plans its further runs from the stored results when it runs", True
 
     def __init__(self, ctx: SearchContext) -> None:
         self.ctx = ctx
@@ -168,6 +201,16 @@ def names() -> list[str]:
     return sorted(_load())
 
 
+def choices() -> list[str]:
+    """The strategies `farm sweep --strategy` may name (the CLI's choices), in registration order."""
+    return [name for name, cls in _load().items() if cls.chosen]
+
+
+def kind_of(strategy: str) -> type:
+    """The registered strategy class `strategy` names (its facts: `takes_budget`, `starts_from`, ...)."""
+    return chain(strategy, auto_repeats=False)[0]
+
+
 @dataclass
 class _Round:
     """The bookkeeping of one round while its jobs run."""
@@ -185,6 +228,8 @@ def run_search(strategy: Strategy, ctx: SearchContext, *,
     `options`: the strategy's for the round),
     handing each final result to `on_result` as its trial ends: each is stored at once, so a machine
     lost mid-round costs the trial in flight, not the round's trials before it."""
+    from farm.store import tracking  # mlflow: not for the registry's readers (`farm sweep --dry-run`, its options)
+
     uri, sweep_id = ctx.tracking_uri, ctx.sweep_id
     strategy.begin()
     first = True

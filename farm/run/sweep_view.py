@@ -1,8 +1,7 @@
-"""What `farm sweep` shows: the dry-run listing, live progress, the summary and the recommendation."""
+"""What `farm sweep` shows: live progress, the summary and the recommendation (the dry run: farm/run/dry_run.py)."""
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import time
@@ -14,184 +13,25 @@ from rich.table import Table
 from rich.text import Text
 
 from farm.engines import get_engine
-from farm.engines.base import redact_args, render_flags
+from farm.engines.base import render_flags
 from farm.analysis import capacity
 from farm.analysis.halving import RUNG_MARK
-from farm.analysis.outcome import LOG_EXPLAINS, NOT_MEASURED, success_floor, trial_not_measurable
+from farm.analysis.outcome import LOG_EXPLAINS, NOT_MEASURED, success_floor
 from farm.run import terminal
 from farm.run.links import mlflow_run_link, mlflow_trials_link
 from farm.run.terminal import console
 from farm.analysis.results import Status, TrialResult
 from farm.secrets import redact_flags
-from farm.study.grid import MeasuredDurations, grid_cost, grid_costs
+from farm.study.grid import grid_cost
 from farm.study.spec import Study
 from farm.study.trial import Trial
 
 
-def _flags_text(trial: Trial) -> str:
+def flags_text(trial: Trial) -> str:
     # As the engine is given them (its own rendering: a switch is `--flag`, JSON stays JSON, an
     # unset flag is absent), secret values masked wherever a trial is shown.
     flags = redact_flags(trial.flags, get_engine(trial.engine).secret_flag_names)
     return " ".join(render_flags(flags)) or "(engine defaults)"
-
-
-def missing_model_notes(trials: list[Trial]) -> list[str]:
-    """A line for each local model directory the commands name that this machine does not have
-    (a fresh clone has no `.models/`): the commands are printed all the same, as they would run
-    where it exists, but not without a word."""
-    local = sorted({t.model for t in trials if t.model.startswith(("/", "~"))})
-    return [f"note: model directory {path} does not exist here: the commands below name it; make it first "
-            f"(the study file says how) or run the sweep where it exists"
-            for path in local if not Path(path).expanduser().exists()]
-
-
-def grid_prices(study: Study, grid: str, trials: list[Trial], cost) -> list[dict]:
-    """The grid's estimated GPU-hours in dollars, per GPU model its trials run on, at the price
-    given (the study's `prices`, `--price`): {gpu, gpu_hours, usd_per_gpu_hour, usd}; where there is
-    none, or the GPU model is not known yet (accelerator_type auto), {gpu, not_predicted: why}.
-    Nothing for a grid that holds no GPU."""
-    from farm.study.sections import AUTO_ACCELERATOR
-
-    by_gpu: dict[str | None, list[Trial]] = {}
-    for t in trials:
-        if t.gpus:
-            by_gpu.setdefault(study.engines[t.engine].accelerator_type, []).append(t)
-    out: list[dict] = []
-    for gpu, some in by_gpu.items():
-        if gpu == AUTO_ACCELERATOR:
-            out.append({"gpu": gpu, "not_predicted": "accelerator_type auto: the GPU model, and so its price, comes "
-                                                      "from the cluster when the sweep starts"})
-            continue
-        if gpu is None:
-            out.append({"gpu": None, "not_predicted": "no GPU model named (the study's accelerator_type, or "
-                                                      "--accelerator NAME) to price"})
-            continue
-        price = next((v for k, v in (study.prices or {}).items() if k.lower() == gpu.lower()), None)
-        if price is None:
-            out.append({"gpu": gpu, "not_predicted": f"no price per GPU-hour for {gpu} (the study key "
-                                                     f"`prices: {{{gpu}: USD}}` or `--price {gpu}=USD`)"})
-            continue
-        hours = cost.gpu_hours if len(some) == len(trials) else grid_cost(study, grid, trials=some).gpu_hours
-        out.append({"gpu": gpu, "gpu_hours": hours, "usd_per_gpu_hour": price, "usd": hours * price})
-    return out
-
-
-def price_lines(study: Study, grid: str, trials: list[Trial], cost) -> list[str]:
-    """`grid_prices` as the dry run prints them."""
-    return [f"cost: not predicted: {p['not_predicted']}" if "not_predicted" in p else
-            f"cost: ~{p['gpu_hours']:.1f} GPU-hours of {p['gpu']} at ${p['usd_per_gpu_hour']:g} per GPU-hour: "
-            f"~${p['usd']:,.2f} (the estimate above)" for p in grid_prices(study, grid, trials, cost)]
-
-
-def memory_json(study: Study, trial: Trial, p) -> dict | None:
-    """A trial's memory prediction in the dry run's JSON: what is predicted, or why it is not
-    (`not_predicted`); None for a trial that holds no GPU."""
-    from farm.analysis.memory_fit import NoPrediction
-    from farm.run.memory import why_not_predicted
-
-    if p is None:
-        why = why_not_predicted(study, trial)
-        return None if why is None else {"not_predicted": why}
-    if isinstance(p, NoPrediction):
-        return {"not_predicted": p.reason}
-    return {"fits": p.fits, "kv_cache_tokens": p.kv_cache_tokens, "state_slots": p.state_slots,
-            "max_running_requests": p.max_running_requests, "reason": p.reason or None}
-
-
-def print_dry_run(study: Study, grid: str, trials: list[Trial], mode: str = "normal",
-                  measured: MeasuredDurations | None = None, durations_note: str | None = None,
-                  start: str | None = None) -> None:
-    """Every trial with its exact command line, one line each, ready to paste; nothing starts.
-    `quiet`: the command lines alone; `json`: the trials and the grid's estimated cost as JSON;
-    `measured`: an earlier sweep's durations for the GPU-hour estimate."""
-    commands = {}
-    for t in trials:
-        engine = get_engine(t.engine)
-        spec = study.engines[t.engine]
-        commands[t.id] = shlex.join(redact_args(engine.command(spec, t, port=8000), engine.secret_flags(spec)))
-    if mode == "quiet":
-        for t in trials:
-            print(commands[t.id])
-        return
-    if mode == "json":
-        from farm.run.memory import predictions
-
-        cost = grid_costs(study, {grid: trials}, measured)[grid]
-        fits = predictions(study, trials)
-        print(json.dumps({
-            "study": study.name, "grid": grid, "profiles": study.grid_profiles(grid),
-            "primary_profile": study.grid_primary_profile(grid),
-            "estimate": {"gpu_hours": cost.gpu_hours, "trial_hours": cost.trial_hours, "runs": cost.runs,
-                         "durations_from": cost.durations_from},
-            "cost": grid_prices(study, grid, trials, cost),
-            "trials": [{"id": t.id, "name": t.name, "engine": t.engine, "model": t.model, "gpus": t.gpus,
-                        "flags": redact_flags(t.flags, get_engine(t.engine).secret_flag_names),
-                        "knobs": t.knobs or {}, "profiles": t.profiles, "command": commands[t.id],
-                        "memory": memory_json(study, t, fits.get(t.id))} for t in trials],
-        }, indent=2))
-        return
-    print(f"study {study.name} ({study.source}), grid {grid}: {len(trials)} trial(s), "
-          f"profiles {', '.join(study.grid_profiles(grid))}, primary {study.grid_primary_profile(grid)}")
-    if durations_note:
-        print(durations_note)
-    if study.compile_cache:
-        print("compile caches shared through " + ("Ray's object store (this sweep)" if study.compile_cache == "ray"
-                                                   else f"directory {study.compile_cache}"))
-    print("cost of each grid" + (":" if measured else " at the seed's measured durations:"))
-    costs = grid_costs(study, {grid: trials}, measured)
-    for cost in costs.values():
-        print(f"  {cost.line()}")
-    for line in price_lines(study, grid, trials, costs[grid]):
-        print(line)
-    for line in missing_model_notes(trials):
-        print(line)
-    from farm.analysis.accelerator import auto_engines
-    from farm.analysis.memory_fit import NoPrediction
-    from farm.run.memory import fit_line, predictions, why_not_predicted
-
-    # accelerator_type auto: no GPU model to size memory by until the cluster names one
-    waits = auto_engines(study, trials)
-    if waits:
-        print("note: accelerator_type auto: the GPU model comes from the cluster when the sweep starts; "
-              "`--accelerator NAME` (e.g. --accelerator H200) predicts memory for one"
-              + ("; halving prunes the trials that do not fit it then" if study.strategy == "halving" else ""))
-    fits = predictions(study, trials)
-    if study.strategy == "halving":
-        from farm.analysis.halving import study_rungs
-
-        budget = f"budget {study.budget_gpu_hours:g} GPU-hours" if study.budget_gpu_hours else "no budget"
-        unfit = sum(1 for p in fits.values() if p is not None and not p.fits)
-        unknown = sum(1 for t in trials if fits.get(t.id) is None or isinstance(fits[t.id], NoPrediction))
-        # "not predicted" is not "fits": a trial the model could not size starts, and says so
-        unsized = f"; {unknown} not predicted (no memory-fit model for them: they start)" if unknown else ""
-        if waits:  # sized once the cluster names its GPU model (the note above), not started unsized
-            unsized = f"; {unknown} not predicted yet (accelerator_type auto)" if unknown else ""
-        print(f"strategy halving ({budget}); {unfit} trial(s) pruned: does not fit{unsized}; rungs:")
-        from farm.analysis.halving import rung_cost, study_priors
-
-        rungs = study_rungs(study, grid, len(trials) - unfit)
-        priors = study_priors(study, grid, trials)
-        for r in rungs:
-            print(f"  rung {r.index}: " + ", ".join(f"{p} x{r.requests[p]} requests" for p in r.profiles)
-                  + f", {r.repeats} repeat(s), stops at alpha {r.alpha:.3g}; ~{rung_cost(r, 1, rungs, {}, priors) * 3600:.0f} "
-                  f"s a trial")
-        first = sum(rung_cost(rungs[0], t.gpus, rungs, {}, priors) for t in trials if not (fits.get(t.id) and not fits[t.id].fits))
-        print(f"  rung 1 of every trial: ~{first:.1f} GPU-hours (the grid estimate's durations); a smaller budget "
-              f"runs rung 1 for the trials it pays for, in grid order, and `--resume` with a larger one goes on")
-    if study.strategy == "local" and start is not None:
-        _print_local_start(study, grid, trials, start, measured)
-    for t in trials:
-        print()
-        print(f"{t.id}  {t.name or ''}".rstrip())
-        print(f"  engine={t.engine} model={t.model} gpus={t.gpus} flags: {_flags_text(t)}")
-        print(f"  {commands[t.id]}")
-        if fits.get(t.id) is not None:
-            print(f"  {fit_line(fits[t.id])}")
-        elif (why := why_not_predicted(study, t)) is not None:  # a GPU trial farm cannot size: why
-            print(f"  {fit_line(None, why)}")
-        if (why := trial_not_measurable(t)) is not None:
-            print(f"  not started: {why}" if study.dummy_output_dependent == "skip" else
-                  f"  one run of {study.grid_primary_profile(grid)} alone (dummy_output_dependent: speed)")
 
 
 def readable_ids(text: str, names: dict[str, str]) -> str:
@@ -227,7 +67,7 @@ def _print_capacity(study: Study, profile: str, results: list[TrialResult]) -> N
         table.add_column(col, justify="left" if col in ("trial", "status", "interval") else "right")
     for res in results:
         v = _capacity(study, profile, res)
-        table.add_row(f"{res.trial.label} {_flags_text(res.trial)}", res.status.value,
+        table.add_row(f"{res.trial.label} {flags_text(res.trial)}", res.status.value,
                       f"{v.capacity:g}" if v.capacity is not None else "none", v.interval_text,
                       f"{v.at.total_tps:,.1f}" if v.at and v.at.total_tps else "-",
                       f"{v.at.ttft_p95_ms:,.1f}" if v.at and v.at.ttft_p95_ms else "-", str(len(v.curve)))
@@ -251,7 +91,7 @@ def print_summary(study: Study, grid: str, results: list[TrialResult]) -> None:
                 vals = [getattr(r.metrics, attr) for r in runs if getattr(r.metrics, attr) is not None]
                 return f"{sum(vals) / len(vals):,.1f}" if vals else "-"
             success = f"{sum(r.metrics.success_rate for r in runs) / len(runs):.1%}" if runs else "-"
-            table.add_row(f"{res.trial.label} {_flags_text(res.trial)}", status, avg("total_tps"),
+            table.add_row(f"{res.trial.label} {flags_text(res.trial)}", status, avg("total_tps"),
                           avg("output_tps"), avg("ttft_mean_ms"), avg("tpot_mean_ms"), success)
         console.print(table)
     print_failures(results)
@@ -273,7 +113,7 @@ def print_failures(results: list[TrialResult]) -> None:
     console.print(f"\n{len(failed)} trial(s) failed:")
     for res in failed:
         where = f" on {res.node}" if res.node else ""
-        console.print(f"  {res.status.value:<22} {res.trial.label} ({_flags_text(res.trial)}), attempt {res.attempt}{where}: "
+        console.print(f"  {res.status.value:<22} {res.trial.label} ({flags_text(res.trial)}), attempt {res.attempt}{where}: "
                       f"{res.reason or ''}", markup=False)
         for line in res.previous_attempts:
             console.print(f"      earlier {line}", markup=False)
@@ -417,7 +257,7 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
                 state["total"] += 1  # the baseline repeated on one node (a node control)
                 progress.total += 1
             progress.started(job.trial)
-            console.print(f"[{elapsed:6.0f}s] start   {job.trial.label} ({_flags_text(job.trial)}) attempt {job.attempt}")
+            console.print(f"[{elapsed:6.0f}s] start   {job.trial.label} ({flags_text(job.trial)}) attempt {job.attempt}")
         elif kind == "retry":
             progress.retried(job.trial)
             console.print(f"[{elapsed:6.0f}s] retry   {job.trial.label}: {result.status.value} ({result.reason})",
@@ -532,38 +372,3 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
     finish(study, grid, outcome, uri, pending=pending,
            resume_line=resume_command(_without_trial_options(command), outcome.sweep_id) if pending else None,
            dashboard_closed=state.get("dashboard_closes", False))
-
-
-def _print_local_start(study: Study, grid: str, trials: list[Trial], start: str,
-                       measured: MeasuredDurations | None = None) -> None:
-    """Where a local search starts and what its first step races (nothing measured yet); a start
-    that cannot start here is said so, with the repair the search starts from instead."""
-    from farm.analysis.local_search import judged_text, Judged, start_failure_text
-    from farm.run.local_search import SearchSpace, estimates, plan_of
-
-    p = plan_of(study, grid, trials, start, [], measured)
-    space = SearchSpace(study, trials, start, [])
-    labels = {t.id: t.label for t in space.trials}
-    budget = f"search budget {study.budget_gpu_hours:g} GPU-hours" if study.budget_gpu_hours else "no budget"
-    est = estimates(study, grid, [t for t in space.trials if t.id == space.start], measured)
-    print(f"strategy local from {labels[start]} ({budget}; ~{est['step']:.3f} GPU-hours a raced trial, "
-          f"~{2 * est['final']:.3f} for the final comparison of two trials on every profile, after the search)")
-    own = [r for r in p.repairs if r.trial == start]
-    for r in own:
-        print(f"  your command {start_failure_text(r)}")
-    if len(p.repairs) > len(own):
-        print(f"  {len(p.repairs) - len(own)} other trial(s) of the grid cannot start here either and are raced repaired "
-              f"the same way (each trial's memory line below says why)")
-    if not p.steps:
-        print(f"  {p.reason}")
-        return
-    step = p.steps[-1]
-    print(f"  step 1 races {labels[p.start]} against {len(step.race) - 1} neighbour(s) at alpha {step.alpha:.3g} "
-          f"(Holm), {p.rung.repeats} runs each of {next(iter(p.rung.requests.values()))} requests of "
-          f"{next(iter(p.rung.profiles.values()))}:")
-    nbrs = space.neighbours(p.start)
-    for tid in step.race[1:]:
-        print(f"    {labels[tid]}: " + judged_text(Judged(neighbour=nbrs[tid], runs=0, why="to race")))
-    if step.unraced:
-        print(f"    not raced in step 1 (budget): " + ", ".join(
-            judged_text(Judged(neighbour=nbrs[t], runs=0, why="")).rstrip(": ") for t in step.unraced))

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from farm.run.sweep_view import missing_model_notes
+from farm.run.dry_run import missing_model_notes
 from farm.study.grid import expand
 from farm.study.load import load_study
 from conftest import REPO
