@@ -3,7 +3,9 @@ guidellm and mock-server engines) on one real SQLite store.
 
 One sweep of three trials, one at a time, lives through five drivers:
 1. the first driver is killed outright (SIGKILL) in its second trial's benchmark: it lets nothing
-   go, its lease stays on the sweep's run;
+   go, its lease stays on the sweep's run, which stays "running"; the next `farm status` sees its
+   driver is a dead process of this host, marks the run interrupted (MLflow status KILLED) and
+   prints the command that resumes it (issue 51 item 6);
 2. two `farm sweep --resume` started together race for the lease: the dead holder is found dead
    (this host, its pid gone), one takes the lease and resumes, the other is refused in one line
    naming the holder and since when, exit 2, having started nothing;
@@ -27,6 +29,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from conftest import run_farm
 from sweeptools import HANG_S, child_runs, profile_started, slow_mock_sweep, wait_until
 
 pytestmark = pytest.mark.slow
@@ -74,8 +77,20 @@ def test_two_drivers_race_for_a_sweep_one_runs_it_and_nothing_is_lost_or_run_twi
         assert first.poll() is None, log0.read_text()[-3000:]
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=60)
+        assert first.returncode == -signal.SIGKILL, log0.read_text()[-3000:]
         sweep_id = _sweep_id(uri)
-        assert f'"pid":{first.pid}' in MlflowClient(uri).get_run(sweep_id).data.tags["farm.lease"]  # not let go
+        client = MlflowClient(uri)
+        assert f'"pid":{first.pid}' in client.get_run(sweep_id).data.tags["farm.lease"]  # not let go
+        assert client.get_run(sweep_id).info.status == "RUNNING"  # nothing ran to say otherwise
+        # the next command that reads the sweep marks it interrupted and says how to resume it
+        status = run_farm("status", sweep_id, "--tracking-uri", uri, cwd=tmp)
+        assert status.returncode == 0, status.stderr
+        lines = status.stdout.splitlines()
+        assert lines[0] == f"sweep {sweep_id} ({client.get_run(sweep_id).info.run_name}): interrupted", lines
+        assert lines[2].startswith("interrupted: its driver (process ") and " is gone; last heartbeat " in lines[2]
+        assert lines[3].startswith("resume with: farm sweep --config ") and lines[3].endswith(f"--resume {sweep_id}")
+        run = client.get_run(sweep_id)
+        assert run.info.status == "KILLED" and run.data.tags["farm.status"] == "interrupted"
 
         # 2. two resumes at once
         resume = [*args, "--resume", sweep_id]
