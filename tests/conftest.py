@@ -36,6 +36,13 @@ def _has_gpu() -> bool:
 
 def pytest_collection_modifyitems(config, items):
     _group_simulated_cluster_tests(items)
+    for name in MODULE_GROUPED_CLUSTERS:
+        _group_modules_using(name, items)
+    _LAST_USER.clear()
+    for item in items:
+        for name in SHARED_CLUSTERS:
+            if name in getattr(item, "fixturenames", ()):
+                _LAST_USER[name] = item.nodeid
     if _has_gpu():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
@@ -56,6 +63,38 @@ def _group_simulated_cluster_tests(items) -> None:
                + [i for i in users if i.get_closest_marker("destroys_sim_cluster") is not None])
     rest = [item for item in items if item not in set(users)]
     items[:] = rest[:at] + ordered + rest[at:]
+
+
+# The session's Ray clusters shared by several test modules. An idle Ray is not free on 2 cores
+# (measured here: a head with its dashboard about 3.4 CPU-s a 40 s, the simulated cluster 1.9):
+# each one's tests run together, and it stops after the last of them, not at the session's end.
+SHARED_CLUSTERS = ("sim_cluster", "token_head", "ray_head")
+# grouped by whole modules, so that a module's own sweep (a module-scoped fixture) runs once
+MODULE_GROUPED_CLUSTERS = ("token_head", "ray_head")
+_LAST_USER: dict[str, str] = {}
+
+
+def _group_modules_using(name: str, items) -> None:
+    """The modules with a test that uses the session fixture `name` run one after another, where the
+    first of them was collected, each module's tests in their own order."""
+    users = {item.path for item in items if name in getattr(item, "fixturenames", ())}
+    if not users:
+        return
+    moved = [item for item in items if item.path in users]
+    at = next(i for i, item in enumerate(items) if item.path in users)
+    rest = [item for item in items if item.path not in users]
+    items[:] = rest[:at] + moved + rest[at:]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """A shared cluster stops once the last test that uses it is torn down (under xdist a worker's
+    last user may not be the collection's: that cluster stops at the session's end, as before)."""
+    yield
+    for name in SHARED_CLUSTERS:
+        if _LAST_USER.get(name) == item.nodeid:
+            for fixturedef in item._fixtureinfo.name2fixturedefs.get(name, ()):
+                fixturedef.finish(item._request)  # its dependants first (pytest's own finalizers)
 
 
 def shared_file(relative: str) -> Path:
