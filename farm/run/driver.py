@@ -409,8 +409,11 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             tracking.keep_trials_view(tracking_uri, exp_id, sweep_id, study.grid_profiles(grid),
                                       study.grid_primary_profile(grid))
         else:
+            # the lease in the run's creation: no moment in which the sweep exists without its driver
+            token, claim = sweep_lease.new_claim()
             exp_id, sweep_id = tracking.start_sweep(tracking_uri, experiment, study, grid, trials,
-                                                    command=command, repeats=repeats)
+                                                    command=command, repeats=repeats, claim=claim)
+            sweep_lease.hold(tracking_uri, sweep_id, token)
             done = set()
         # where the driver runs and its heartbeat: a driver killed outright leaves its sweep
         # "running", which the next command that reads it marks interrupted (tracking.interruption)

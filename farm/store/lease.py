@@ -135,6 +135,19 @@ def _claim_tags(token: str) -> dict[str, str]:
             S.HEARTBEAT_TAG: f"{now:.0f}"}
 
 
+def new_claim() -> tuple[str, dict[str, str]]:
+    """(a token, the tags of its claim) for a sweep this driver is about to create: the tags go into
+    the sweep run's creation (`tracking.start_sweep`), so the run never exists without its holder,
+    and `hold` then records the lease as this process's."""
+    token = secrets.token_hex(8)
+    return token, _claim_tags(token)
+
+
+def hold(uri: str, sweep_id: str, token: str) -> None:
+    """The lease this process claimed in the sweep's creation (`new_claim`) is its own."""
+    _HELD[sweep_id] = (token, uri)
+
+
 def claim_new(uri: str, sweep_id: str) -> dict[str, str]:
     """The claim on a sweep this driver has just created, written with its first heartbeat, before
     the sweep's id is printed: no other driver has been told the id, so no race is run."""

@@ -65,12 +65,14 @@ def experiment_id(uri: str, name: str) -> str:
 
 
 def start_sweep(uri: str, experiment: str, study: Study, grid: str, trials: list[Trial], *,
-                command: str, repeats: int) -> tuple[str, str]:
-    """Create the parent run; returns (experiment id, sweep id = run id)."""
+                command: str, repeats: int, claim: dict[str, str] | None = None) -> tuple[str, str]:
+    """Create the parent run; returns (experiment id, sweep id = run id). `claim`: the driver's
+    lease on it (farm/store/lease.py: `new_claim`), written in the run's creation."""
     c = client(uri)
     exp_id = experiment_id(uri, experiment)
     run = c.create_run(exp_id, run_name=S.sweep_run_name(study.name, grid, time.time()), tags={
         S.KIND_TAG: S.KIND_SWEEP, S.STUDY_TAG: study.name, S.GRID_TAG: grid, S.STATUS_TAG: S.SWEEP_RUNNING,
+        **(claim or {}),
     })
     sweep_id = run.info.run_id
     values = {"study": study.name, "grid": grid, "trials": str(len(trials)),

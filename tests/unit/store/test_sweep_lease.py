@@ -195,6 +195,32 @@ def test_a_displaced_driver_starts_no_trial_before_its_next_beat(stored):
         beat.stop()
 
 
+def test_a_new_sweep_is_created_with_its_drivers_lease(tmp_path):
+    """The driver's claim goes into the sweep run's creation: from the first moment the run exists,
+    another driver resuming its id (before the first heartbeat) finds it held by this process."""
+    study = load_study(str(write_study(tmp_path / "s.yaml", name="leased", grid="g",
+                                       blocks=[{"engine": "mock", "models": ["tiny"], "name": "a"}])))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    token, claim = lease.new_claim()
+    _, sweep_id = tracking.start_sweep(uri, "leased", study, "g", expand(study, "g"), command="farm sweep",
+                                       repeats=1, claim=claim)
+    lease.hold(uri, sweep_id, token)
+    try:
+        tags = MlflowClient(uri).get_run(sweep_id).data.tags
+        assert _tag(uri, sweep_id) | {"since": 0} == {"token": token, "host": HOST, "pid": os.getpid(),
+                                                      "pid_namespace": SPACE, "since": 0}
+        held = lease.holder(tags, time.time(), HOST, SPACE, alive=lambda pid: True)  # as another driver here sees it
+        assert held is not None and held[0].pid == os.getpid()
+        assert lease.holds(sweep_id) and lease.verify(uri, sweep_id) is None
+        beat = tracking.Heartbeat(uri, sweep_id, lease=lease)  # holds it already: claims nothing new
+        try:
+            assert _tag(uri, sweep_id)["token"] == token
+        finally:
+            beat.stop()
+    finally:
+        lease.release(uri, sweep_id)
+
+
 def test_a_finished_sweep_lets_its_lease_go(stored):
     uri, sweep_id = stored
     beat = tracking.Heartbeat(uri, sweep_id, lease=lease)  # a new sweep's driver: claimed with its first beat
