@@ -25,11 +25,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from actors import bench_client, client_host, compile_cache, machine, microbench
 from actors.datasets import DatasetMissing, prepare_sharegpt
+from actors.quality_eval import run_quality
 from farm.engines import get_engine
 from farm.engines.base import Failure, redact_args
 from actors.proc import (EngineEnvError, EngineExited, EngineProcess, ReadyTimeout, clean_env, expand_env, free_port,
                        tail)
 from farm.analysis import capacity, outcome
+from farm.analysis.quality_runs import QualityJob
 from farm.analysis.twins import Twin, same_server
 from farm.analysis.results import (ProfileRun, ReportError, Status, TrialResult, WarmupRun, benchmark_window,
                                    parse_report, slim_report, steady_of, stopped_by_time_limit)
@@ -72,6 +74,9 @@ class TrialJob(BaseModel):
     client_hosts: str | None = Field(default=None, description="The Ray namespace where the driver started a guidellm "
                                      "client host on each node (actors/client_host.py); None: each trial starts its "
                                      "own client.")
+    quality: QualityJob | None = Field(default=None, description="The quality gate's items this trial answers through "
+                                       "its own server after its throughput runs (farm/analysis/quality_verdicts.py); "
+                                       "None: it answers none (not gated, a later pass, no quality section).")
 
 
 class TrackingUnavailable(RuntimeError):
@@ -379,6 +384,10 @@ class TrialRunner:
         # point of its curve, not a failed trial; only a dead engine is.
         judged = [r for r in result.runs if r.load is None or r.status in outcome.STOPS_TRIAL]
         result.status, result.reason = outcome.trial_status(judged)
+        if job.quality is not None and not self._cancelled.is_set() and self.proc is not None and self.proc.alive():
+            # The quality gate, on the same engine start (actors/quality_eval.py); a failure is its data.
+            result.quality = run_quality(job.quality, base_url, trial.model, self.dir, cancelled=self._cancelled,
+                                         alive=self.proc.alive)
 
     def _search(self, name: str, base_url: str, tokenizer: str, data_file: Path | None, result: TrialResult) -> bool:
         """The capacity search of one profile (farm/analysis/capacity.py picks each load); True when

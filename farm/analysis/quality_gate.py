@@ -114,8 +114,9 @@ def on_dummy_weights(trial: Trial) -> bool:
 
 
 def _other_flags(trial: Trial) -> dict[str, Any]:
+    """Its flags beside the numerics ones; a flag left unset (a grid axis's `null`) is not one of them."""
     numerics = get_engine(trial.engine).numerics(trial.flags)
-    return {k: v for k, v in trial.flags.items() if k not in numerics}
+    return {k: v for k, v in trial.flags.items() if k not in numerics and v is not None}
 
 
 def _differs(a: Trial, b: Trial) -> list[str]:

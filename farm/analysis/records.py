@@ -28,6 +28,7 @@ from farm.strict import Strict
 
 from farm.analysis.energy import RunEnergy, run_energy
 from farm.analysis.limits import EffectiveLimits, effective_limits
+from farm.analysis.quality_verdicts import TrialQuality, quality_from_results
 from farm.analysis.results import GpuSamples, MachineFingerprint, ProfileRun, Status, TrialResult, migrate_tpot
 from farm.analysis.start_phases import start_cache, start_phases
 from farm.engines import get_engine
@@ -275,6 +276,9 @@ class Results(_Strict):
     deciding_metric: DecidingMetric = Field(
         default="total_tps", description="The throughput that ranks and decides (the study's `deciding_metric`): "
         "selection reads each run's through `deciding_value`.")
+    quality: dict[str, TrialQuality] = Field(
+        default_factory=dict, description="Trial id -> its line of the quality gate (farm/analysis/quality_verdicts.py): "
+        "a trial significantly worse than its reference is never recommended.")
 
     def profiles_with_runs(self) -> list[str]:
         seen = {r.profile for r in self.records}
@@ -617,6 +621,7 @@ def records_from_trials(trial_results: list["TrialResult"], study: "Study", *, g
         sweep_id=sweep_id or (chosen[0].sweep_id if chosen else None),
         engine_versions=versions,
         deciding_metric=study.deciding_metric,
+        quality=quality_from_results(chosen, study),
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from farm.analysis.quality_runs import QualityRun
 from farm.analysis.steady import Steady, requests_of, steady_state
 from farm.study.trial import Trial
 
@@ -312,6 +313,8 @@ class TrialResult(BaseModel):
                                                "on; each run names its own by key.")
     log_tail: str = ""
     artifacts_dir: str | None = None
+    quality: QualityRun | None = Field(default=None, description="Its answers to the quality gate's items, where "
+                                       "it answered them (farm/analysis/quality_runs.py).")
     @model_validator(mode="before")
     @classmethod
     def _stored_before_field_tpot(cls, data: Any) -> Any:

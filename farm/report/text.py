@@ -21,6 +21,7 @@ from farm.report.checks import _fmt_pct, _more, decision_text, decision_word, ga
 from farm.report.cost import gpu_time_section
 from farm.report.energy_cost import conclusion_lines, energy_cost_section
 from farm.report.layout import APPENDIX, PLOTS, THROUGHPUT_PLOT, appendix_ref, lead_plot
+from farm.report.quality_text import quality_cell, quality_conclusion, quality_json, quality_section
 from farm.report.search import search_json, search_sections
 from farm.report.doc import Doc as _Doc
 from farm.report.engines import engine_matchups_section
@@ -74,6 +75,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "unseparated": sel.unseparated,
         "capacity": [c.model_dump() for c in sel.capacity],
         **search_json(report),
+        **quality_json(report),
     }
 
 
@@ -149,6 +151,8 @@ def _conclusion(doc: _Doc, report: Report) -> None:
         if notes:
             doc.items(notes)
     if lines := conclusion_lines(report, doc.tick):
+        doc.p(" ".join(lines))
+    if lines := quality_conclusion(report, doc.tick):
         doc.p(" ".join(lines))
     rate = report.rate_analysis
     if rate and rate.recommendation_changes:
@@ -407,9 +411,12 @@ def _evidence(doc: _Doc, report: Report) -> None:
         doc.h3(profile)
         front = set(sel.pareto.get(profile, []))
         trials = sorted((t for t in trials if t.repeats or t.total_tps is not None), key=lambda t: -(t.total_tps or -1))
-        doc.table(["Trial", "Runs", *[STAT_LABELS[m] for m in STAT_METRICS], "Pareto", "Eligible"],
+        gated = bool(report.results.quality)  # the quality gate's column, where the study has one
+        doc.table(["Trial", "Runs", *[STAT_LABELS[m] for m in STAT_METRICS], "Pareto", *(["Quality"] if gated else []),
+                   "Eligible"],
                   [[t.name or t.id, str(t.repeats), *[_stat_cell(t, m) for m in STAT_METRICS],
-                    "yes" if t.id in front else "", "yes" if t.eligible else f"no: {t.reason}"] for t in trials])
+                    "yes" if t.id in front else "", *([quality_cell(report, t.id)] if gated else []),
+                    "yes" if t.eligible else f"no: {t.reason}"] for t in trials])
         v = verdicts.get(profile)
         if v is not None:
             doc.p(f"Verdict: {v.decision}; recommended {doc.tick(name.get(v.recommended, v.recommended))}. {v.reason}")
@@ -685,7 +692,8 @@ def render(report: Report, fmt: str = "text") -> str:
     # The Conclusion is the first screen; every section after it is opened on purpose, and every
     # trial's row and every run's figures are the appendix's (farm/report/appendix.py).
     sections: list[Callable[[_Doc, Report], None]] = [
-        _conclusion, _why, _definitions, capacity_section, _checks, _cross, _evidence, _rates, _conditions,
+        _conclusion, _why, _definitions, capacity_section, _checks, _cross, _evidence, quality_section, _rates,
+        _conditions,
         _provenance, gpu_time_section, energy_cost_section, search_sections, _reference, _engines,
         engine_matchups_section, _steps, _nodes]
     for section in sections:

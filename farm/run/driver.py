@@ -32,6 +32,7 @@ from farm.run.jobs import client_runtime_env, connect_client, is_client_address,
 from farm.run.preflight import check_resume
 from farm.analysis.outcome import (TRANSIENT, Lost, lost_actor_detail, lost_actor_result, not_measurable_result,
                                    trial_not_measurable, should_retry)
+from farm.analysis.quality_verdicts import quality_jobs
 from farm.analysis.results import TrialResult
 from farm.secrets import redact_trial
 from farm.study.spec import EngineSpec, Study
@@ -435,6 +436,8 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             (t, node) for t, node in passes.node_controls(study, trials, ACTOR_CPUS)
             if t.id not in done and (only is None or t.node_control_of in only)]
 
+        gate = {} if nothing_left else quality_jobs(study, trials)  # trial id -> its quality job (issue 49)
+
         def make_job(t: Trial, n: int, pass_index: int = 1) -> TrialJob:
             # A later pass of --repeats auto gets its own directory and run order, and is appended
             # to its trial's child run by the driver (farm/run/passes.py), not logged by its actor.
@@ -446,7 +449,9 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                             first_pass=not later,
                             tracking_uri=None if later else tracking_uri, experiment_id=exp_id,
                             parent_run_id=None if later else sweep_id, compile_cache=shared_cache,
-                            client_hosts=hosts)
+                            client_hosts=hosts,
+                            # the quality gate (issue 49): a first start answers its items, if it is to
+                            quality=None if later else gate.get(t.id))
 
         hosts = None if nothing_left else _client_hosts(sweep_id, todo + [t for t, _ in controls], study)
         max_in_flight = study.grids[grid].max_concurrent_trials or study.max_concurrent_trials

@@ -17,6 +17,7 @@ from textwrap import shorten
 from urllib.parse import urlparse
 
 from farm.analysis.results import TrialResult
+from farm.analysis.quality_verdicts import study_job
 from farm.errors import UserError
 from farm.inputs import (RAY_TOKEN_MISSING, address_host_port, env_directory, ray_token_source,
                          tracking_uri as read_tracking_uri)
@@ -444,6 +445,7 @@ def check_sweep(study: Study, trials: list[Trial], *, grid: str, address: str | 
     one a new sweep writes to, default the grid's)."""
     if address is None:
         check_datasets(study, trials)
+        study_job(study)  # the quality gate's task, read as the driver reads it (a UserError names its line)
         env_directory("FARM_CACHE_DIR")  # tokenizers, datasets and warm-up markers are written there
     check_tracking_uri(tracking_uri, key=tracking_key)
     check_experiment_access(tracking_uri, experiment=experiment or study.grid_experiment(grid), resume=resume,

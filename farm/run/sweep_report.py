@@ -192,12 +192,28 @@ def annotate(uri: str, sweep_id: str, report: Report | None, why: str | None, re
     for r in results:  # a trial with no row on the primary profile (it failed) still gets its tags
         trial_tags.setdefault(r.trial.id, {schema.RECOMMENDED_TAG: "false",
                                            schema.VERDICT_TAG: f"failed: {r.status.value}"})
+    verdict_figures = quality_marks(report, trial_tags)
     tracking.annotate_sweep(
         uri, sweep_id, note=summary_markdown(report, heading=heading, gpu_hours=hours, report_path=path,
                                        gpu_model=gpu_names(results)),
         metrics=summary_metrics(report, hours),
         tags={schema.RECOMMENDED_TRIAL_TAG: rec.trial, schema.RECOMMENDED_COMMAND_TAG: rec.command},
-        trial_tags=trial_tags, trial_costs=trial_costs(report))
+        trial_tags=trial_tags, trial_costs=trial_costs(report), quality=verdict_figures)
+
+
+def quality_marks(report: Report, trial_tags: dict[str, dict[str, str]]) -> dict[str, dict[str, float]]:
+    """The quality gate on each trial's run (issue 49): its status and reference as tags (added to
+    `trial_tags`), and a gated trial's verdict figures (returned: trial id -> {name: value})."""
+    figures: dict[str, dict[str, float]] = {}
+    for trial, q in report.results.quality.items():
+        tags = trial_tags.setdefault(trial, {})
+        tags[schema.QUALITY_TAG] = q.status.why
+        if q.status.reference is not None:
+            tags[schema.QUALITY_REFERENCE_TAG] = q.status.reference.trial
+        v = q.status.verdict
+        if v is not None:
+            figures[trial] = {k: getattr(v, k) for k in schema.QUALITY_VERDICT_METRICS if getattr(v, k) is not None}
+    return figures
 
 
 def trial_costs(report: Report) -> dict[str, dict[tuple[str, str], float]]:

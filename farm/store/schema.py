@@ -56,6 +56,9 @@ RECOMMENDED_TAG = "farm.recommended"  # on a child run: "true" for the recommend
 RECOMMENDED_TRIAL_TAG = "farm.recommended_trial"  # on the parent: the recommended trial's id
 RECOMMENDED_COMMAND_TAG = "farm.recommended_command"  # on the parent: the serve command (secrets masked)
 VERDICT_TAG = "farm.verdict"  # on a child run: what selection made of it on the primary profile
+QUALITY_TAG = "farm.quality"  # on a child run: its quality gate status (worse, equivalent, cannot tell, not gated, ...)
+QUALITY_REFERENCE_TAG = "farm.quality.reference"  # on a gated trial's run: its reference's trial id
+QUALITY_TASK_PARAM = "quality_task"  # on a trial's run that answered the gate: the study's quality.task
 # On a child run: the machine the trial ran on (actors/machine.py), its key and one tag per field of its
 # fingerprint (farm.machine.gpu_name, farm.machine.gpu_driver, farm.machine.cuda_driver, farm.machine.kernel,
 # farm.machine.cpu_model, farm.machine.host, ...), and why its runs' GPUs were not sampled where they were not.
@@ -144,6 +147,13 @@ ENERGY_METRICS = ("energy_j", "power_mean_w", "power_peak_w", "output_tokens_per
 # A trial's dollars per million tokens at its mean throughput and the study's price (farm/analysis/cost.py),
 # `<profile>/<name>`, written on the trial's run by the sweep's end (and `farm report`) where a price was given.
 COST_METRICS = ("usd_per_m_output_tokens", "usd_per_m_total_tokens")
+# The quality gate (issue 49) on a trial's run: its own answers, written by its actor (QUALITY_RUN_METRICS,
+# `quality/<name>`), and its paired verdict against its reference, written by the sweep's end and `farm report`
+# (QUALITY_VERDICT_METRICS; the status in QUALITY_TAG, the reference's trial id in QUALITY_REFERENCE_TAG).
+QUALITY_PREFIX = "quality"
+QUALITY_RUN_METRICS = ("accuracy", "items", "correct", "eval_s")
+QUALITY_VERDICT_METRICS = ("difference", "low", "high", "p_value", "reference_accuracy", "first_token_agreement",
+                           "answer_agreement")
 LOAD_METRIC = "load"  # a capacity search's step: the concurrency or rate it ran at
 METRICS_PER_BATCH = 900  # MLflow takes at most 1000 metrics in one log_batch
 
@@ -182,6 +192,11 @@ def metric_name(profile: str, metric: str) -> str:
     return f"{profile}/{metric}"
 
 
+def quality_metric(name: str) -> str:
+    """`quality/<name>`: one of QUALITY_RUN_METRICS or QUALITY_VERDICT_METRICS."""
+    return f"{QUALITY_PREFIX}/{name}"
+
+
 def run_metric_name(profile: str, metric: str) -> str:
     return f"{profile}/runs/{metric}"
 
@@ -207,6 +222,7 @@ REPORT_PLOTS = "plots"
 
 # on a child run
 RESULT_ARTIFACT = "result.json"  # the whole TrialResult: what `farm report` and `--resume` rebuild from
+QUALITY_ARTIFACT = "quality.json"  # a trial's answers to the quality gate, item by item (its QualityRun)
 COMMAND_ARTIFACT = "command.txt"
 LOG_TAIL_ARTIFACT = "engine-log-tail.txt"
 FILES_DIR = "files"  # the trial's own directory (engine.log, guidellm reports)

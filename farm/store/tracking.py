@@ -334,7 +334,8 @@ def finish_sweep(uri: str, sweep_id: str, status: str, files: list[Path] | None 
 
 def annotate_sweep(uri: str, sweep_id: str, *, note: str, metrics: dict[str, float] | None = None,
                    tags: dict[str, str] | None = None, trial_tags: dict[str, dict[str, str]] | None = None,
-                   trial_costs: dict[str, dict[tuple[str, str], float]] | None = None) -> None:
+                   trial_costs: dict[str, dict[tuple[str, str], float]] | None = None,
+                   quality: dict[str, dict[str, float]] | None = None) -> None:
     """The answer where the MLflow UI shows it: the parent run's description (`note`, markdown),
     its summary metrics and tags, and tags on the trials' child runs (trial id -> tags; the
     child run `load_results` reads for that trial), and their costs (trial id -> {(profile, one of
@@ -346,7 +347,7 @@ def annotate_sweep(uri: str, sweep_id: str, *, note: str, metrics: dict[str, flo
         note = note[:S.NOTE_MAX_CHARS - 80].rsplit("\n", 1)[0] + f"\n\n(cut here: the whole report is {S.REPORT_DIR}/{S.REPORT_MARKDOWN})\n"
     run_tags = [RunTag(S.NOTE_TAG, note)] + [RunTag(k, v[:S.TAG_MAX_CHARS]) for k, v in (tags or {}).items()]
     c.log_batch(sweep_id, metrics=[Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()], tags=run_tags)
-    if trial_tags or trial_costs:
+    if trial_tags or trial_costs or quality:
         runs = trial_run_ids(uri, sweep_id)
         for trial, values in (trial_tags or {}).items():
             if trial in runs:
@@ -355,6 +356,20 @@ def annotate_sweep(uri: str, sweep_id: str, *, note: str, metrics: dict[str, flo
             if trial in runs and costs:
                 c.log_batch(runs[trial], metrics=[Metric(S.metric_name(p, name), float(v), now, 0)
                                                   for (p, name), v in costs.items()])
+        for trial, values in (quality or {}).items():
+            if trial in runs and values:
+                c.log_batch(runs[trial], metrics=[Metric(S.quality_metric(k), float(v), now, 0)
+                                                  for k, v in values.items()])
+
+
+def quality_run_metrics(result: TrialResult) -> list[Metric]:
+    """A trial's own answers to the quality gate: accuracy, items, correct, seconds (none where it failed)."""
+    q = result.quality
+    if q is None or q.accuracy is None:
+        return []
+    now = int(time.time() * 1000)
+    values = dict(zip(S.QUALITY_RUN_METRICS, (q.accuracy, q.items, q.correct, q.seconds)))
+    return [Metric(S.quality_metric(k), float(v), now, 0) for k, v in values.items() if v is not None]
 
 
 def _mean(values: list[float]) -> float:
@@ -498,12 +513,16 @@ def _log_trial_body(c: MlflowClient, run_id: str, result: TrialResult, artifacts
     if result.previous_attempts:
         tags.append(RunTag(S.PREVIOUS_ATTEMPTS_TAG, "\n".join(result.previous_attempts)[:cap]))
     tags += [RunTag(k, v[:cap]) for k, v in machine_tags(result).items()]
-    c.log_batch(run_id, metrics=trial_metrics(result), params=params, tags=tags)
+    if result.quality is not None:
+        params.append(Param(S.QUALITY_TASK_PARAM, result.quality.task[:500]))
+    c.log_batch(run_id, metrics=trial_metrics(result) + quality_run_metrics(result), params=params, tags=tags)
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / S.RESULT_ARTIFACT).write_text(result.model_dump_json(indent=1))
         (Path(tmp) / S.COMMAND_ARTIFACT).write_text(result.serve_command + "\n")
         if result.log_tail:
             (Path(tmp) / S.LOG_TAIL_ARTIFACT).write_text(result.log_tail + "\n")
+        if result.quality is not None:  # item by item, so the pairing survives a resume and `farm report`
+            (Path(tmp) / S.QUALITY_ARTIFACT).write_text(result.quality.model_dump_json(indent=1))
         c.log_artifacts(run_id, tmp)
     if artifacts_dir and Path(artifacts_dir).is_dir():
         c.log_artifacts(run_id, str(artifacts_dir), S.FILES_DIR)

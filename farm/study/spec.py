@@ -13,6 +13,7 @@ farm/study/load.py.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal, Union
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
@@ -51,6 +52,12 @@ class QualitySpec(Strict):
     task: str = Field(description=(
         "The evaluation: a JSONL file in farm's built-in format, one {\"id\", \"prompt\", \"answer\"} per line "
         "(greedy completion, exact answer), relative to the study file (farm/analysis/quality_task.py)."))
+    include_path: str | None = Field(default=None, description=(
+        "An lm-eval task's folder of local task YAMLs (lm_eval --include_path), relative to the study file; only "
+        "where `task` names an lm-eval task rather than a .jsonl file."))
+    max_tokens: int = Field(default=32, ge=1, le=4096, description=(
+        "Tokens each greedy answer may take (the built-in task's completions; an lm-eval task's own "
+        "generation settings otherwise)."))
     items: int = Field(default=300, ge=20, le=100_000, description=(
         "Items of the task each gated trial and its reference answer (the first N, in the file's order): "
         "300 tell a 2-point margin apart only when the two disagree on few items (bench/quality/README.md)."))
@@ -84,8 +91,23 @@ class QualitySpec(Strict):
     @classmethod
     def _task(cls, value: str) -> str:
         if not value.strip() or "\n" in value or "\x00" in value:
-            raise ValueError("expected the path of a JSONL task file (one line, not empty)")
-        return value.strip()
+            raise ValueError("expected the path of a JSONL task file or an lm-eval task's name (one line, not empty)")
+        value = value.strip()
+        if not value.endswith(".jsonl") and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", value):
+            raise ValueError(f"expected a .jsonl file or an lm-eval task's name (letters, digits, '_', '.', '-'), "
+                             f"got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _include_only_for_lm_eval(self) -> "QualitySpec":
+        if self.include_path is not None and self.harness != "lm-eval":
+            raise ValueError("include_path is lm-eval's folder of task YAMLs: the task here is a .jsonl file")
+        return self
+
+    @property
+    def harness(self) -> str:
+        """`farm`: the built-in JSONL task; `lm-eval`: a task of lm-eval-harness (farm[quality])."""
+        return "farm" if self.task.endswith(".jsonl") else "lm-eval"
 
 
 class Study(Strict):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from farm.analysis.quality_verdicts import refusal
 from farm.analysis.records import ConfigKey, Results, RunRecord, config_key
 from farm.analysis.selection.models import METRIC_LABELS, ChosenTrial, SelectionSettings
 from farm.engines import ENGINES
@@ -137,6 +138,9 @@ def build_table(results: Results, metric: str, min_success_rate: float,
         cells.setdefault((rec.trial, rec.profile), Cell(rec.trial, rec.profile, [])).records.append(rec)
     for cell in cells.values():
         _judge(cell, metric, min_success_rate, (slo or {}).get(cell.profile))
+        # The quality gate: a trial significantly worse than its reference is never recommended.
+        if cell.eligible and (refused := refusal(results.quality.get(cell.trial))):
+            cell.eligible, cell.reason = False, refused
     by_key = {}
     # A node control repeats another trial's configuration: the key names the trial itself.
     for trial, rec in sorted(first.items(), key=lambda kv: kv[1].node_control_of is not None):

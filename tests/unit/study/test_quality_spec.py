@@ -46,7 +46,13 @@ BAD = [
     ("items-fraction", "{task: t.jsonl, items: 300.5}",
      "quality.items: expected a whole number of items from 20 to 100000, got 300.5"),
     ("task-missing", "{margin: 0.02}", "quality.task: required key missing"),
-    ("task-empty", "{task: ''}", "quality.task: expected the path of a JSONL task file (one line, not empty)"),
+    ("task-empty", "{task: ''}",
+     "quality.task: expected the path of a JSONL task file or an lm-eval task's name (one line, not empty)"),
+    ("task-not-a-name", "{task: 'gsm8k; rm -rf'}",
+     "quality.task: expected a .jsonl file or an lm-eval task's name (letters, digits, '_', '.', '-'), "
+     "got 'gsm8k; rm -rf'"),
+    ("include-path-for-jsonl", "{task: t.jsonl, include_path: tasks}",
+     "quality: include_path is lm-eval's folder of task YAMLs: the task here is a .jsonl file"),
     ("unknown-key", "{task: t.jsonl, itemz: 3}", "quality.itemz: unknown key"),
     ("not-a-mapping", "t.jsonl", "quality: expected a mapping: {task: FILE.jsonl, items: N, margin: F}"),
 ]
