@@ -18,6 +18,7 @@ from __future__ import annotations
 from farm.analysis import plan
 from farm.analysis.outcome import TRANSIENT
 from farm.analysis.results import Status, TrialResult
+from farm.study.names import readable_ids
 from farm.study.spec import Study
 from farm.study.trial import Trial
 from farm.run.search import BaseStrategy, SearchContext, Stored, register
@@ -55,7 +56,6 @@ class RepeatsAuto(BaseStrategy):
     @classmethod
     def resume_note(cls, study: Study, grid: str, uri: str, sweep_id: str) -> tuple[str, bool]:
         """The pass a resume runs next, planned from the stored results as the sweep will plan it."""
-        from farm.run.sweep_view import readable_ids
         from farm.store.tracking import load_results  # mlflow: a resume's dry run reads its store
         from farm.study.grid import expand
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import shlex
 import time
 from contextlib import nullcontext
@@ -23,6 +22,7 @@ from farm.run.terminal import console
 from farm.analysis.results import Status, TrialResult
 from farm.secrets import redact_flags
 from farm.study.grid import grid_cost
+from farm.study.names import readable_ids
 from farm.study.spec import Study
 from farm.study.trial import Trial
 
@@ -32,12 +32,6 @@ def flags_text(trial: Trial) -> str:
     # unset flag is absent), secret values masked wherever a trial is shown.
     flags = redact_flags(trial.flags, get_engine(trial.engine).secret_flag_names)
     return " ".join(render_flags(flags)) or "(engine defaults)"
-
-
-def readable_ids(text: str, names: dict[str, str]) -> str:
-    """`text` with each trial id that `names` knows replaced by the trial's name: the planners
-    (halving, local search) speak in ids, which they store; a person reads names."""
-    return re.sub(r"\b[a-z0-9_]+-[0-9a-f]{8}\b", lambda m: names.get(m.group(0), m.group(0)), text)
 
 
 def _primary_tps(result: TrialResult, profile: str) -> tuple[float, str] | None:

@@ -11,6 +11,7 @@ only what is shown.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Mapping, Sequence
 
 # Where a trial lacks a setting the others have: the engine's own default applies.
@@ -54,3 +55,9 @@ def readable_names(settings: Sequence[Mapping[str, Any]], given: Sequence[str | 
         if name is not None:
             taken[name] = taken.get(name, 0) + 1
     return [n if n is None or taken[n] == 1 or n in given else None for n in out]
+
+
+def readable_ids(text: str, names: dict[str, str]) -> str:
+    """`text` with each trial id that `names` knows replaced by the trial's name: the planners
+    (halving, local search) speak in ids, which they store; a person reads names."""
+    return re.sub(r"\b[a-z0-9_]+-[0-9a-f]{8}\b", lambda m: names.get(m.group(0), m.group(0)), text)
