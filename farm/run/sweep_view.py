@@ -5,7 +5,6 @@ from __future__ import annotations
 import shlex
 import time
 from contextlib import nullcontext
-from pathlib import Path
 
 from rich.live import Live
 from rich.table import Table
@@ -25,7 +24,6 @@ from farm.study.grid import grid_cost
 from farm.study.names import readable_ids
 from farm.study.spec import Study
 from farm.study.trial import Trial
-
 
 def flags_text(trial: Trial) -> str:
     # As the engine is given them (its own rendering: a switch is `--flag`, JSON stays JSON, an
@@ -209,12 +207,14 @@ def _duration(seconds: float) -> str:
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
 
 
-def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tracking_uri, experiment, resume,
-                   repeats: int, workdir: Path, command: str, only: set[str] | None = None,
-                   strategy: str = "grid", budget_gpu_hours: float | None = None,
-                   pruned: dict[str, str] | None = None, start: str | None = None, wait_lease: float = 0) -> None:
+def run_and_report(plan) -> None:
+    """Run the sweep as planned (`plan`: farm/run/sweep_plan.py's `SweepPlan`, which imports this
+    module), showing its progress, then report it."""
     from farm.run import driver  # ray and mlflow (seconds): not for --dry-run
     from farm.store import tracking  # mlflow, as above
+
+    study, grid, trials, only, strategy, start = plan.study, plan.grid, plan.trials, plan.only, plan.strategy, plan.start
+    repeats, tracking_uri, command, pruned = plan.repeats, plan.tracking_uri, plan.command, plan.pruned
 
     uri = tracking_uri or tracking.default_tracking_uri()
 
@@ -305,13 +305,14 @@ def run_and_report(study: Study, grid: str, trials: list[Trial], *, address, tra
                 transient=True) if terminal.live() else nullcontext()
     try:
         with live:
-            outcome = driver.run_sweep(study, grid, trials, tracking_uri=uri, experiment=experiment or study.grid_experiment(grid),
-                                       address=address, resume=resume, repeats=repeats, workdir=workdir, command=command,
-                                       on_event=on_event, on_sweep=on_sweep, on_pass=on_pass, on_ray=on_ray,
-                                       on_schedule=on_schedule,
-                                       only=only, strategy=strategy, budget_gpu_hours=budget_gpu_hours, pruned=pruned,
-                                       on_rung=on_rung, on_accelerator=on_accelerator, start=start,
-                                       wait_lease=wait_lease, on_lease=lambda line: console.print(line, markup=False))
+            outcome = driver.run_sweep(study, grid, trials, tracking_uri=uri,
+                                       experiment=plan.experiment or study.grid_experiment(grid),
+                                       address=plan.address, resume=plan.resume, repeats=repeats, workdir=plan.workdir,
+                                       command=plan.command, on_event=on_event, on_sweep=on_sweep, on_pass=on_pass,
+                                       on_ray=on_ray, on_schedule=on_schedule, only=only, strategy=strategy,
+                                       budget_gpu_hours=plan.budget_gpu_hours, pruned=pruned, on_rung=on_rung,
+                                       on_accelerator=on_accelerator, start=start, wait_lease=plan.wait_lease,
+                                       on_lease=lambda line: console.print(line, markup=False))
     except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read
         console.print("interrupted" + ("; resume with:" if state.get("sweep") else " before the sweep started"))
         if state.get("sweep"):
