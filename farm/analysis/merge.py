@@ -48,4 +48,6 @@ def merge_results(parts: list[Results]) -> Results:
     return first.model_copy(update={
         "source": source, "profiles": profiles, "records": records, "engine_versions": versions,
         "sweeps": list(dict.fromkeys(sweeps)),
+        # each sweep's quality gate, paired within its sweep (a trial is measured in one sweep only)
+        "quality": {trial: q for part in parts for trial, q in part.quality.items()},
     })

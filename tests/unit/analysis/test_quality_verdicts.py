@@ -154,3 +154,15 @@ def test_an_axis_left_unset_does_not_set_the_reference_apart(study, trials):
     gate = quality_from_results(_results(study, trials), study)
     refs = [q.status.reference for q in gate.values() if q.status.gated]
     assert len(refs) == 2 and all(r.found == "grid" and not r.differs_in for r in refs)
+
+
+def test_sweeps_reported_together_keep_each_ones_gate(study, trials):
+    # `farm report A B`: the degraded trial and its reference in one sweep, the FP8 KV cache in another
+    from farm.analysis.merge import merge_results
+
+    results = _results(study, trials, faster="hf-overrides")
+    apart = [r for r in results if _set(r.trial) != "kv-cache-dtype"], [r for r in results if _set(r.trial) == "kv-cache-dtype"]
+    merged = merge_results([records_from_trials(part, study, sweep_id=f"s{i}") for i, part in enumerate(apart)])
+    top1 = next(t for t in trials if _set(t) == "hf-overrides")
+    assert merged.quality[top1.id].refused and len(merged.quality) == 3
+    assert report_for(merged, study, grid="gate").selection.recommended.trial != top1.id
