@@ -119,10 +119,31 @@ def _names_used(function) -> set[str]:
     return {node.id for stmt in body for node in ast.walk(stmt) if isinstance(node, ast.Name)}
 
 
+# Commands that hand their options on as one typed object (`**options`): the object, and the
+# module that must read each of its fields.
+HANDED_ON = {"sweep": ("farm.run.sweep_plan", "SweepOptions")}
+
+
+def _handed_on_fields_read(command: str) -> set[str]:
+    """The fields of the object `command` hands its options to that its module reads (`x.field`)."""
+    import dataclasses
+    import importlib
+
+    module_name, cls_name = HANDED_ON[command]
+    module = importlib.import_module(module_name)
+    fields = {f.name for f in dataclasses.fields(getattr(module, cls_name))}
+    tree = ast.parse(inspect.getsource(module))
+    read = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)}
+    return fields & read
+
+
 def test_every_cli_option_is_used_by_its_command():
     unused = []
     for name, command in _commands(cli):
         used = _names_used(command.callback)
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(command.callback).parameters.values()):
+            assert name in HANDED_ON, f"farm {name} takes **options: name the object it hands them to in HANDED_ON"
+            used |= _handed_on_fields_read(name)
         unused += [f"farm {name} {param.opts[0]}" for param in command.params
                    if param.name not in used and not getattr(param, "is_eager", False)]
     assert not unused, f"options their command never reads: {unused}"
