@@ -202,8 +202,10 @@ def names() -> list[str]:
 
 
 def choices() -> list[str]:
-    """The strategies `farm sweep --strategy` may name (the CLI's choices), in registration order."""
-    return [name for name, cls in _load().items() if cls.chosen]
+    """The strategies `farm sweep --strategy` may name (the CLI's choices), by name: registration
+    order depends on which module a process imported first, and the choices and the refusals that
+    list them read the same in every process."""
+    return sorted(name for name, cls in _load().items() if cls.chosen)
 
 
 def kind_of(strategy: str) -> type:
