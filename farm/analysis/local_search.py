@@ -235,6 +235,8 @@ class Step(Strict):
                          "yet).")
     so_far: dict[str, list[float]] = Field(default_factory=dict, description="A pending step: the total tok/s of each "
                                            "trial's runs measured so far.")
+    measured_nothing: dict[str, str] = Field(default_factory=dict, description="A pending step: the raced trials that "
+                                             "ran and measured nothing usable, each with its status and the reason.")
     moved_to: str | None = None
 
 
@@ -437,7 +439,10 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
             todo = [t for t in race if t not in ran]
             estimate = per_trial * len(todo)
             measured = samples_of(results, rung, min_success_rate)
+            nothing = {t: _why(results, t).removeprefix(" (").removesuffix(")") or "no usable run"
+                       for t in race if t in ran and t not in measured}
             steps.append(step.model_copy(update={"so_far": {t: measured[t] for t in race if t in measured},
+                                                 "measured_nothing": nothing,
                                                  "incumbent_runs": len(measured.get(incumbent, []))}))
             left = f", {len(unraced)} left for want of budget" if unraced else ""
             p = p.model_copy(update={"steps": steps, "incumbent": incumbent, "rung": rung, "trials": todo,
@@ -617,13 +622,15 @@ def path_lines(p: SearchPlan, labels: Mapping[str, str] | None = None) -> list[s
                    f"would race them repaired the same way")
     for s in p.steps:
         head = f"  step {s.index} (alpha {s.alpha:.3g}, Holm over {len(s.race) - 1}): {name(s.incumbent)} ({s.incumbent_runs} runs)"
-        pending = (f" -> under way: {len(s.so_far)} of {len(s.race)} trials measured" if s.so_far
+        nothing = f", {len(s.measured_nothing)} measured nothing" if s.measured_nothing else ""
+        pending = (f" -> under way: {len(s.so_far)} of {len(s.race)} trials measured{nothing}" if s.so_far
                    else " -> not measured yet")
         out.append(head + {"moved": f" -> moved to {name(s.moved_to or '')}", "converged": " -> stays: converged",
                            "failed": " -> failed", "pending": pending,
                            "undecided": " -> stays: undecided (more runs would tell)"}[s.outcome])
         out += [f"    {name(j.neighbour.trial)}: {judged_text(j)}" for j in s.judged]
         out += [f"    {name(t)}: {len(v)} run(s) so far, mean {sum(v) / len(v):,.0f} total tok/s" for t, v in s.so_far.items()]
+        out += [f"    {name(t)}: measured nothing ({why})" for t, why in s.measured_nothing.items()]
         if s.unraced:
             out.append(f"    not raced (budget): {', '.join(name(t) for t in s.unraced)}")
     if p.done:
