@@ -16,8 +16,9 @@
 #   cd /tmp/xfer && sha256sum -c --quiet manifest && mkdir -p /tmp/stage \
 #     && cat c[0-9]* | tar -x -C /tmp/stage                             # once all arrived
 #
-# then the code's copy links .bundles, .h200 and .models to /tmp/stage/... and runs
-# `scripts/h200/device.sh prepare` / `run` as before (bench/h100/README.md, "To continue").
+# then the code's copy links .bundles and .h200 to /tmp/stage/... and copies .models (never a link:
+# vLLM hashes the model's path into its compile cache, so a model served through a link misses the
+# carried packs), and runs `scripts/h200/device.sh run` (bench/h100/README.md, "To continue").
 set -euo pipefail
 REPO=$(git rev-parse --show-toplevel)
 cd "$REPO"
