@@ -8,7 +8,9 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import yaml
 
@@ -249,3 +251,33 @@ def shape_config() -> dict:
     spec.loader.exec_module(mod)
     return {"text_config": {**mod.TEXT, "model_type": "qwen3_5_moe_text"}}
 
+
+
+@contextmanager
+def mock_server(*, ttft_ms: int, itl_ms: int, model: str = "farm-tiny") -> Iterator[str]:
+    """A real `guidellm mock-server` on a free loopback port, its own session, up until /health
+    answers (60 s at most); yields its URL and stops it by its process group."""
+    import signal
+
+    import httpx
+
+    from actors.proc import free_port
+
+    port = free_port("127.0.0.1")
+    proc = subprocess.Popen([sys.executable, "-m", "guidellm", "mock-server", f"--model={model}", "--host=127.0.0.1",
+                             f"--port={port}", f"--ttft-ms={ttft_ms}", f"--itl-ms={itl_ms}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("mock-server did not start")
+                time.sleep(0.3)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -9,20 +9,17 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from actors.bench_client import ClientSession, scenario_spec
 from actors.client_host import ClientHost
-from actors.proc import free_port
 from actors.tokenizer import resolve_tokenizer
 from farm.analysis.results import parse_benchmark
 from farm.study.spec import DataSpec, ProfileSpec
+import sweeptools
 from sweeptools import HANG_S
 
 pytestmark = pytest.mark.slow
@@ -32,24 +29,8 @@ pytestmark = pytest.mark.slow
 def mock_server():
     # One server for the module: it keeps no state between runs that a test reads (each run sends its
     # own requests), and its start (~3 s of guidellm's imports) was most of each test's setup.
-    port = free_port("127.0.0.1")
-    proc = subprocess.Popen([sys.executable, "-m", "guidellm", "mock-server", "--model=farm-tiny", "--host=127.0.0.1",
-                             f"--port={port}", "--ttft-ms=20", "--itl-ms=20"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("mock-server did not start")
-                time.sleep(0.3)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    with sweeptools.mock_server(ttft_ms=20, itl_ms=20) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

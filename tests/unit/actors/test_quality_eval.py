@@ -7,16 +7,10 @@ configs/lm-eval/tiny_answers; it is skipped where lm-eval is not installed, neve
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
-import signal
-import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from actors.lm_eval_run import lm_eval_argv, read_samples, run_lm_eval
@@ -24,6 +18,7 @@ from actors.proc import free_port
 from actors.quality_eval import answer_items, read_choice, run_quality, EvalFailed
 from farm.analysis.quality_runs import LmEvalTask, QualityJob
 from farm.analysis.quality_task import read_task
+import sweeptools
 
 REPO = Path(__file__).resolve().parents[3]
 EVAL = REPO / "models" / "tiny-answers" / "eval.jsonl"
@@ -33,24 +28,8 @@ HAS_LM_EVAL = shutil.which("lm_eval") is not None or importlib.util.find_spec("l
 
 @pytest.fixture(scope="module")
 def mock_server():
-    port = free_port("127.0.0.1")
-    proc = subprocess.Popen([sys.executable, "-m", "guidellm", "mock-server", "--model=farm-tiny", "--host=127.0.0.1",
-                             f"--port={port}", "--ttft-ms=1", "--itl-ms=1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("mock-server did not start")
-                time.sleep(0.3)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    with sweeptools.mock_server(ttft_ms=1, itl_ms=1) as url:
+        yield url
 
 
 def _job(n: int = 20) -> QualityJob:
