@@ -260,6 +260,10 @@ class Study(Strict):
             problem = safe_name_problem(value, what)
             if problem:
                 raise _RefError(key, problem)
+        for profile in self.profiles:
+            if profile in RESERVED_PROFILE_NAMES:
+                raise _RefError("profiles", f"profile name '{profile}' is farm's own: the quality gate's MLflow metrics "
+                                f"are named {profile}/<name>; name the profile otherwise")
         return self
 
     @model_validator(mode="after")
@@ -379,6 +383,12 @@ def _check_exclude_rules(block: GridBlock, where: str) -> None:
 def _same(a: Any, b: Any) -> bool:
     """Equal as the grid compares values (farm/study/grid.py), but `true` is not `1`."""
     return a == b and isinstance(a, bool) == isinstance(b, bool)
+
+
+# The quality gate's MLflow metrics are `quality/<name>` beside each profile's `<profile>/<metric>`
+# (farm/store/schema.py: QUALITY_PREFIX): a profile of that name would read as the gate's and the
+# gate's as its.
+RESERVED_PROFILE_NAMES = ("quality",)
 
 
 class _RefError(ValueError):

@@ -61,3 +61,17 @@ BAD = [
 @pytest.mark.parametrize("quality,expected", [c[1:] for c in BAD], ids=[c[0] for c in BAD])
 def test_a_bad_quality_value_is_one_line(tmp_path, quality, expected):
     assert refused(tmp_path, DRY, {"s.yaml": _with(quality)}) == f"s.yaml: {expected}"
+
+
+def test_a_profile_named_as_the_gates_metrics_is_refused(tmp_path):
+    """A profile's MLflow metrics are `<profile>/<metric>`, the gate's `quality/<name>`: a profile
+    named `quality` would mix the two, so it is refused at load, naming the key."""
+    from farm.store import schema
+    from farm.study.spec import RESERVED_PROFILE_NAMES
+
+    assert schema.QUALITY_PREFIX in RESERVED_PROFILE_NAMES
+    study = mock_study("reserved").replace("profiles: {p:", "profiles: {quality:").replace("primary_profile: p",
+                                                                                          "primary_profile: quality")
+    assert refused(tmp_path, DRY, {"s.yaml": study}) == (
+        "s.yaml: profiles: profile name 'quality' is farm's own: the quality gate's MLflow metrics are named "
+        "quality/<name>; name the profile otherwise")
