@@ -95,6 +95,22 @@ def client_timeout_s() -> int | None:
     return seconds if seconds > 0 else None
 
 
+def _request(uri: str, endpoint: str, method: str, timeout_s: float, **kwargs):
+    """One call to the server at `uri`, sent by MLflow's own HTTP client with the credentials MLflow
+    reads, once: no retry (MLflow's client retries a 5xx for minutes, which is what a sweep would
+    do), any status returned as it came. The `requests` response, or the `MlflowException` MLflow
+    raised where no answer came (returned, not raised: each caller reads it its own way; reading
+    the credentials raises as in MLflow)."""
+    from mlflow.utils.rest_utils import http_request
+
+    creds = mlflow_credentials.get_default_host_creds(uri)
+    try:
+        return http_request(creds, endpoint, method, max_retries=0, backoff_factor=0, retry_codes=(),
+                            timeout=timeout_s, raise_on_status=False, **kwargs)
+    except MlflowException as exc:
+        return exc
+
+
 @dataclass(frozen=True)
 class ApiAnswer:
     """What a server answered one API call carrying this client's credential: an HTTP status and
@@ -111,15 +127,12 @@ def api_answer(uri: str, timeout_s: float) -> ApiAnswer:
     MLflow reads (call `client_login` first: a damaged credentials file raises here as in MLflow),
     once: no retry (MLflow's client retries a 5xx for minutes, which is what a sweep would do)."""
     import requests
-    from mlflow.utils.rest_utils import http_request
 
-    creds = mlflow_credentials.get_default_host_creds(uri)
-    try:
-        response = http_request(creds, API_PROBE, "GET", max_retries=0, backoff_factor=0, retry_codes=(),
-                                timeout=timeout_s, raise_on_status=False, params={"max_results": 1})
-    except MlflowException as exc:
+    response = _request(uri, API_PROBE, "GET", timeout_s, params={"max_results": 1})
+    if isinstance(response, MlflowException):
         # MLflow wraps what requests raised; a read timeout comes as requests' ConnectionError over
         # urllib3's, over the socket's TimeoutError
+        exc = response
         chain, cause = [], exc.__cause__ or exc.__context__
         while cause is not None and len(chain) < 20:
             chain.append(cause)
@@ -151,14 +164,9 @@ class Access:
 
 
 def _call(uri: str, endpoint: str, method: str, timeout_s: float, **kwargs):
-    from mlflow.utils.rest_utils import http_request
-
-    creds = mlflow_credentials.get_default_host_creds(uri)
-    try:
-        return http_request(creds, endpoint, method, max_retries=0, backoff_factor=0, retry_codes=(),
-                            timeout=timeout_s, raise_on_status=False, **kwargs)
-    except MlflowException:  # no answer: the login probe before this one says why, or the sweep will
-        return None
+    """The server's answer, or None where none came: the login probe before this one says why, or the sweep will."""
+    response = _request(uri, endpoint, method, timeout_s, **kwargs)
+    return None if isinstance(response, MlflowException) else response
 
 
 def experiment_access(uri: str, timeout_s: float, *, experiment: str | None = None,
