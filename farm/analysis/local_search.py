@@ -44,6 +44,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from farm.analysis.halving import FINAL_REPEATS, MIN_REQUESTS, RUNG_MARK, Rung
+from farm.analysis.outcome import FINISHED
 from farm.analysis.results import Status, TrialResult
 from farm.analysis.stats import relative_difference
 from farm.analysis.stats.blocks import UNKNOWN, blocked_difference
@@ -296,15 +297,22 @@ def _ran(results: Sequence[TrialResult], index: int) -> set[str]:
 
 
 def _judge(step: Step, nbrs: Mapping[str, Neighbour], samples: Mapping[str, list[float]],
-           margin: float = DEFAULT_MARGIN, blocks: Mapping[str, Mapping[str, list[float]]] | None = None) -> list[Judged]:
+           margin: float = DEFAULT_MARGIN, blocks: Mapping[str, Mapping[str, list[float]]] | None = None,
+           ended: Mapping[str, str] | None = None) -> list[Judged]:
     """Each raced neighbour against the incumbent. `blocks` (trial -> machine -> runs): the runs by
     machine, so that a step whose trials ran on different machines (a resume on another lent GPU)
-    compares within a machine, never pooling the machines' runs (farm/analysis/stats/blocks.py)."""
+    compares within a machine, never pooling the machines' runs (farm/analysis/stats/blocks.py).
+    `ended` (trial -> status and cause): neighbours whose failure is final (the engine refused the
+    configuration, e.g.): they are not run again, so no number of runs would make them better."""
     base = samples.get(step.incumbent, [])
     rows, tests = [], []
     for tid in step.race[1:]:
         n = nbrs[tid]
         mine = samples.get(tid, [])
+        if not mine and tid in (ended or {}):
+            rows.append(Judged(neighbour=n, runs=0, decision="failed", settled=True,
+                               why=f"measured nothing ({ended[tid]}): not run again, so not a candidate"))
+            continue
         if len(mine) < 2 or len(base) < 2:
             rows.append(Judged(neighbour=n, runs=len(mine), why="no usable runs" if not mine else
                                f"{len(mine)} run(s) against the incumbent's {len(base)}: no test"))
@@ -452,7 +460,8 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
         blocks = blocks_of(results, rung, min_success_rate)
         samples = pooled(blocks)
         step = step.model_copy(update={"incumbent_runs": len(samples.get(incumbent, [])),
-                                       "judged": _judge(step, nbrs, samples, margin, blocks)})
+                                       "judged": _judge(step, nbrs, samples, margin, blocks,
+                                                        _ended_without_runs(results, race))})
         raced |= set(race)
         if step.incumbent_runs < 2:
             step = step.model_copy(update={"outcome": "failed"})
@@ -506,6 +515,14 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
                                                 "estimate_gpu_hours": estimate, "reason": reason + (
             f"; the final comparison: the start against {incumbent} on every profile")}), results)
     return _with_spend(p.model_copy(update={"done": True, "final": True, "rung": final, "reason": reason}), results)
+
+
+def _ended_without_runs(results: Sequence[TrialResult], race: Sequence[str]) -> dict[str, str]:
+    """Raced trials whose last attempt failed for good (a status resume does not run again), with the
+    status and its cause."""
+    last = {r.trial.id: r for r in results if r.trial.id in race}
+    return {t: f"{r.status.value}: {r.reason}" if r.reason else r.status.value
+            for t, r in last.items() if r.status != Status.ok and r.status in FINISHED}
 
 
 def _why(results: Sequence[TrialResult], trial: str) -> str:
@@ -633,20 +650,30 @@ def path_lines(p: SearchPlan, labels: Mapping[str, str] | None = None) -> list[s
         out += [f"    {name(t)}: measured nothing ({why})" for t, why in s.measured_nothing.items()]
         if s.unraced:
             out.append(f"    not raced (budget): {', '.join(name(t) for t in s.unraced)}")
-    if p.done:
-        ended = {"converged": "no neighbour is better by more than the margin", "budget": "the budget ran out",
-                 "undecided": "a neighbour could not be told from the incumbent",
-                 "failed": "a step measured nothing usable",
-                 "start_fails": "your command does not start here"}.get(p.stop or "", p.stop or "")
-        if p.stop == "start_fails" or (p.stop == "failed" and len(p.steps) == 1 and p.incumbent == p.start):
-            verdict = "no answer: the start measured nothing"
-        elif p.stop == "undecided" and p.incumbent == p.start:
-            verdict = ("no answer yet: the start stays until more runs tell" if p.given_start is None else
-                       f"no answer yet: farm's repair of your command ({name(p.start)}) stays until more runs tell")
-        elif p.incumbent == p.start:
-            verdict = ("nothing beat the start: it is the answer" if p.given_start is None else
-                       f"nothing beat farm's repair of your command ({name(p.start)}): it is the answer")
-        else:
-            verdict = f"farm's pick: {name(p.incumbent)}"
-        out.append(f"  ended: {ended} ({p.reason}); {verdict}")
+    if (end := ending(p, labels)) is not None:
+        out.append(f"  {end}")
     return out
+
+
+def ending(p: SearchPlan, labels: Mapping[str, str] | None = None) -> str | None:
+    """Where an ended search stopped, why, and what it answers (None while it runs): the path's last
+    line, and the sweep's reason for no recommendation when it answers nothing."""
+    if not p.done:
+        return None
+    labels = labels or {}
+    name = lambda t: labels.get(t, t)  # noqa: E731
+    ended = {"converged": "no neighbour is better by more than the margin", "budget": "the budget ran out",
+             "undecided": "a neighbour could not be told from the incumbent",
+             "failed": "a step measured nothing usable",
+             "start_fails": "your command does not start here"}.get(p.stop or "", p.stop or "")
+    if p.stop == "start_fails" or (p.stop == "failed" and len(p.steps) == 1 and p.incumbent == p.start):
+        verdict = "no answer: the start measured nothing"
+    elif p.stop == "undecided" and p.incumbent == p.start:
+        verdict = ("no answer yet: the start stays until more runs tell" if p.given_start is None else
+                   f"no answer yet: farm's repair of your command ({name(p.start)}) stays until more runs tell")
+    elif p.incumbent == p.start:
+        verdict = ("nothing beat the start: it is the answer" if p.given_start is None else
+                   f"nothing beat farm's repair of your command ({name(p.start)}): it is the answer")
+    else:
+        verdict = f"farm's pick: {name(p.incumbent)}"
+    return f"ended: {ended} ({p.reason}); {verdict}"

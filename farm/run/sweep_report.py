@@ -46,14 +46,28 @@ def build(study: Study, grid: str | None, results: list[TrialResult], sweep_id: 
     """Report, or why there is none, and the files written (report.md, appendix.md, results.json,
     recommendation.txt, plots)."""
     records = records_from_trials(results, study, grid=grid, sweep_id=sweep_id)
-    estimate = None
+    estimate = kept = None
     if uri and study.strategy == "local":
-        from farm.store.searches import recorded_local_search_estimate
+        from farm.store.searches import recorded_local_search_estimate, recorded_local_search_plan
 
-        estimate = recorded_local_search_estimate(uri, sweep_id)
-    return build_from_records(study, grid, records, outdir, strategy,
-                              extra=lambda r: _search_notes(r, study, grid, results, estimate),
-                              baseline=local_baseline(study, grid))
+        estimate, kept = recorded_local_search_estimate(uri, sweep_id), recorded_local_search_plan(uri, sweep_id)
+    report, why, files = build_from_records(study, grid, records, outdir, strategy,
+                                            extra=lambda r: _search_notes(r, study, grid, results, estimate),
+                                            baseline=local_baseline(study, grid))
+    if report is None and study.strategy == "local" and grid and study.start and why.exit_code == 1:
+        why = _search_why(local_search_note(study, grid, results, estimate=estimate, kept=kept))
+    return report, why, files
+
+
+def _search_why(note) -> Why:
+    """A local search that has answered nothing has no trial to select on the primary profile (its runs are
+    on its rungs; only the final comparison measures the primary): say so in the search's own words, not
+    as though every run had failed."""
+    from farm.analysis.local_search import ending
+
+    end = ending(note.plan, note.labels)
+    return Why(f"the local search {end}" if end is not None else
+               f"the local search is under way, no answer yet ({note.plan.reason})")
 
 
 def local_baseline(study: Study, grid: str | None) -> str | None:

@@ -90,7 +90,8 @@ def test_a_price_for_another_gpu_prices_nothing_and_says_so():
 def test_the_h100s_energy_per_million_tokens_reaches_the_report(h100):
     costs = h100.costs
     measured = {t.trial: t for t in costs.trials if t.profiles[0].energy_runs}
-    assert set(measured) == {"vllm-d9b0e5bb", "vllm-c1c3eb4e", "vllm-1ffa2a61@resume1.1"}  # the third: a control
+    assert set(measured) == {"vllm-d9b0e5bb", "vllm-c1c3eb4e", "vllm-1ffa2a61@resume1.1",  # @resume: controls
+                             "vllm-1ffa2a61@resume1.2", "vllm-d19a1e96"}
     for tc in (measured["vllm-d9b0e5bb"], measured["vllm-c1c3eb4e"]):
         pc = tc.profiles[0]
         assert tc.accelerator == "H100" and tc.usd_per_gpu_hour == 2.5  # the price's key matched whatever its case
@@ -100,7 +101,7 @@ def test_the_h100s_energy_per_million_tokens_reaches_the_report(h100):
     text = render(h100, "markdown")
     assert "Energy per million tokens (prompt + output) on `sharegpt_synthetic.rung1`, the GPUs' own: recommended " \
            "13.1" in text
-    assert "0.754 GPU-hours of H100: $1.886" in text  # three sittings: 0.556 after the second
+    assert "0.896 GPU-hours of H100: $2.24" in text  # four sittings: 0.556 after the second, 0.754 the third
 
 
 @pytest.mark.parametrize("given, reason", [

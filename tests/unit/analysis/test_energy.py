@@ -31,9 +31,11 @@ def test_the_trapezoid_is_exact_on_a_linear_curve_and_level_past_the_samples():
 def test_the_committed_h100_runs_have_joules_from_their_mean_power():
     results = read_results_file(H100)
     measured = [r for r in results.records if r.energy.measured]
-    # the second sitting's two trials and the third's control of the incumbent, 5 runs each
-    assert {r.trial for r in measured} == {"vllm-d9b0e5bb", "vllm-c1c3eb4e", "vllm-1ffa2a61@resume1.1"}
-    assert len(measured) == 15
+    # the second sitting's two trials, the third's control of the incumbent, and the fourth's control
+    # and GPU memory 0.95, 5 runs each (the first sitting's runs predate the power samples)
+    assert {r.trial for r in measured} == {"vllm-d9b0e5bb", "vllm-c1c3eb4e", "vllm-1ffa2a61@resume1.1",
+                                           "vllm-1ffa2a61@resume1.2", "vllm-d19a1e96"}
+    assert len(measured) == 25
     first = next(r for r in measured if r.trial == "vllm-d9b0e5bb" and r.repeat == 0)
     e = first.energy
     samples = first.provenance.gpu_samples
@@ -43,12 +45,15 @@ def test_the_committed_h100_runs_have_joules_from_their_mean_power():
     assert e.peak_w == samples.power_w.max == 635.541  # one GPU: its own peak is the trial's
     assert e.output_tokens_per_j == pytest.approx(111335 / e.joules)
     assert e.total_tokens_per_j == pytest.approx((111335 + 121295) / e.joules)
-    for r in measured:  # ~10 output tokens a joule on both configurations, and on the control
-        if r.trial.startswith("vllm-1ffa2a61@"):  # the third sitting's: the power curve integrated
-            assert r.energy.method == "trapezoid"
-            assert 10.25 < r.energy.output_tokens_per_j < 10.35 and 21.45 < r.energy.total_tokens_per_j < 21.6
-        else:
-            assert 10.0 < r.energy.output_tokens_per_j < 10.3 and 20.9 < r.energy.total_tokens_per_j < 21.4
+    # ~10 output tokens a joule on every configuration; the same configuration (the incumbent's
+    # controls) 4 % apart on two machines, within 1.2 % on one: energy, like throughput, is per machine
+    bounds = {"vllm-1ffa2a61@resume1.1": (10.25, 10.35, 21.45, 21.6), "vllm-1ffa2a61@resume1.2": (9.75, 9.9, 20.4, 20.7),
+              "vllm-d19a1e96": (9.9, 10.0, 20.7, 20.85)}
+    for r in measured:
+        lo, hi, tlo, thi = bounds.get(r.trial, (10.0, 10.3, 20.9, 21.4))
+        assert lo < r.energy.output_tokens_per_j < hi and tlo < r.energy.total_tokens_per_j < thi
+        # the third and fourth sittings' runs: the power curve integrated (farm sampled it by then)
+        assert r.energy.method == ("trapezoid" if r.trial in bounds else "mean_x_window")
 
 
 def test_runs_without_samples_say_why_and_carry_no_numbers():

@@ -261,10 +261,13 @@ def test_a_step_resumed_on_another_machine_is_judged_within_machines_on_the_h100
     """The lent H100's search (bench/h100/from-seed/store.tgz): step 1's incumbent (farm's repair of
     the seed's command) and the performance-mode-default neighbour ran in the first sitting (runs
     without a machine fingerprint: one unknown machine), prefix caching off and the FP8 KV cache in
-    the second, on another machine, and the incumbent's control in the third, on a third machine.
+    the second, on another machine, the incumbent's control in the third and again in the fourth
+    beside GPU memory 0.95, each on a machine of its own; KV offload was refused by the engine.
     Pooled, prefix caching off would lead the incumbent; by machines it cannot be told from it (no
-    lead is claimed), for want of the incumbent's runs on its machine (the control ran on another),
-    while the neighbour of the incumbent's own sitting is judged as before."""
+    lead is claimed), for want of the incumbent's runs on its machine (the controls ran on others),
+    while the neighbours of the incumbent's own sittings are judged within them: GPU memory 0.95
+    proven equivalent beside the fourth sitting's control, and KV offload, a final refusal, settled
+    as no candidate rather than left open."""
     import tarfile
     from pathlib import Path
 
@@ -277,12 +280,19 @@ def test_a_step_resumed_on_another_machine_is_judged_within_machines_on_the_h100
     rung = ls.step_rung(1, "sharegpt_synthetic", 1000)
     blocks = ls.blocks_of(results, rung)
     incumbent, same_sitting, prefix_off, kv_fp8 = "vllm-1ffa2a61", "vllm-bd7bb3c0", "vllm-d9b0e5bb", "vllm-c1c3eb4e"
+    offload, memory = "vllm-ba4b5c26", "vllm-d19a1e96"
     assert set(blocks[same_sitting]) == {"unknown"}
-    (third,) = set(blocks[incumbent]) - {"unknown"}  # the control's machine
-    assert set(blocks[prefix_off]) == set(blocks[kv_fp8]) and not {"unknown", third} & set(blocks[prefix_off])
-    step = ls.Step(index=1, incumbent=incumbent, race=[incumbent, same_sitting, prefix_off, kv_fp8], alpha=0.05)
+    controls = set(blocks[incumbent]) - {"unknown"}  # the controls' machines, third and fourth sittings
+    assert len(controls) == 2 and set(blocks[memory]) < controls and offload not in blocks
+    assert set(blocks[prefix_off]) == set(blocks[kv_fp8]) and not ({"unknown"} | controls) & set(blocks[prefix_off])
+    race = [incumbent, same_sitting, prefix_off, kv_fp8, offload, memory]
+    step = ls.Step(index=1, incumbent=incumbent, race=race, alpha=0.05)
     nbrs = {t: ls.Neighbour(trial=t, axis="x", value=t) for t in step.race[1:]}
-    judged = {j.neighbour.trial: j for j in ls._judge(step, nbrs, ls.samples_of(results, rung), 0.03, blocks)}
+    judged = {j.neighbour.trial: j for j in ls._judge(step, nbrs, ls.samples_of(results, rung), 0.03, blocks,
+                                                       ls._ended_without_runs(results, race))}
+    assert judged[memory].decision == "equivalent" and judged[memory].settled and -1 < judged[memory].relative_pct < 1
+    assert judged[offload].decision == "failed" and judged[offload].settled and not judged[offload].better
+    assert "engine_failed_to_start" in judged[offload].why and "HMA" in judged[offload].why
     for t in (prefix_off, kv_fp8):
         assert judged[t].decision == "undecided" and not judged[t].better and not judged[t].settled
         assert "across machines, no shared control" in judged[t].why and "the incumbent run again" in judged[t].why
