@@ -3,9 +3,10 @@ from what the trials answered.
 
 - `quality_jobs`: before the sweep, the trials that answer (every gated trial that has a
   reference and is not on dummy weights, and each such reference), all with the same job: the
-  study's task read once (its first `quality.items` items), or the lm-eval task it names. A trial
-  answers it once, on its first engine start, after its throughput runs (a later pass or rung
-  appends runs, never answers again; a resumed sweep reads the stored answers back).
+  study's task read once (its first `quality.items` items: `study_job`, called by the sweep's
+  preflight, which hands the job down), or the lm-eval task it names. A trial answers it once, on
+  its first engine start, after its throughput runs (a later pass or rung appends runs, never
+  answers again; a resumed sweep reads the stored answers back).
 - `quality_from_results`: after it, each trial's status (farm/analysis/quality_gate.py) with the
   paired verdict of every gated trial whose answers and reference's answers were stored; a run
   that failed is "quality not checked: ..." with its reason, never passed.
@@ -75,10 +76,12 @@ def study_job(study: Study) -> QualityJob | None:
     return QualityJob(task=q.task, harness="farm", items=items, max_tokens=q.max_tokens)
 
 
-def quality_jobs(study: Study, trials: Sequence[Trial]) -> dict[str, QualityJob]:
+def quality_jobs(study: Study, trials: Sequence[Trial], job: QualityJob | None = None) -> dict[str, QualityJob]:
     """Trial id -> its job, for the trials that answer (gated ones with a reference to check
-    against, and those references); empty where the study has no quality section or nothing is gated."""
-    job = study_job(study)
+    against, and those references); empty where the study has no quality section or nothing is gated.
+    `job`: the study's job as `study_job` read it before (the sweep's preflight), so that the task
+    is read once; read here where not given."""
+    job = job if job is not None else study_job(study)
     if job is None:
         return {}
     roles: dict[str, list[str]] = {}

@@ -32,6 +32,7 @@ from farm.run.jobs import client_runtime_env, connect_client, is_client_address,
 from farm.run.preflight import check_resume
 from farm.analysis.outcome import (TRANSIENT, Lost, lost_actor_detail, lost_actor_result, not_measurable_result,
                                    trial_not_measurable, should_retry)
+from farm.analysis.quality_runs import QualityJob
 from farm.analysis.quality_verdicts import quality_jobs
 from farm.analysis.results import TrialResult
 from farm.secrets import redact_trial
@@ -328,13 +329,15 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
               on_rung: Callable[[object], None] = lambda p: None,
               on_accelerator: Callable[[str], None] = lambda line: None,
               start: str | None = None, wait_lease: float = 0.0,
-              on_lease: Callable[[str], None] = lambda line: None) -> SweepOutcome:
+              on_lease: Callable[[str], None] = lambda line: None,
+              quality_job: QualityJob | None = None) -> SweepOutcome:
     """Run a sweep: every trial (`repeats` runs per profile, or 'auto'), the baseline once more on
     every node when there are several (node controls), then the later passes of `--repeats auto`.
     `on_schedule`: one line, where the scheduler's estimates come from (a scheduled grid only).
     `on_accelerator`: one line, the GPU model `accelerator_type: auto` resolved to.
     `wait_lease`: seconds a resume waits for another driver of the sweep to end (`on_lease`: one
-    line, when it waits)."""
+    line, when it waits). `quality_job`: the quality gate's task as the preflight read it
+    (farm/run/preflight.py's `check_sweep`); read here where not given."""
 
     # One driver a sweep (farm/store/lease.py): a resume takes the sweep's lease (or is refused in
     # one line) before it reads which trials finished, so that no trial runs twice.
@@ -436,7 +439,8 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             (t, node) for t, node in passes.node_controls(study, trials, ACTOR_CPUS)
             if t.id not in done and (only is None or t.node_control_of in only)]
 
-        gate = {} if nothing_left else quality_jobs(study, trials)  # trial id -> its quality job (issue 49)
+        # trial id -> its quality job (issue 49), from the task the preflight read
+        gate = {} if nothing_left else quality_jobs(study, trials, quality_job)
 
         def make_job(t: Trial, n: int, pass_index: int = 1) -> TrialJob:
             # A later pass of --repeats auto gets its own directory and run order, and is appended

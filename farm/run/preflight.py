@@ -17,6 +17,7 @@ from textwrap import shorten
 from urllib.parse import urlparse
 
 from farm.analysis.results import TrialResult
+from farm.analysis.quality_runs import QualityJob
 from farm.analysis.quality_verdicts import study_job
 from farm.errors import UserError
 from farm.inputs import (RAY_TOKEN_MISSING, address_host_port, env_directory, ray_token_source,
@@ -437,21 +438,31 @@ def _legacy_ids(planned: list[Trial], trials: list[Trial], stored: set[str]) -> 
     return {t.id: today[t.id] for t in trials if t.id not in stored and t.id in today}
 
 
+@dataclass(frozen=True)
+class SweepChecks:
+    """What the checks before a sweep read on their way, handed down so that nothing is read twice:
+    the sweep to resume (None: a new sweep) and the quality gate's job (`study_job`; None: the study
+    has no quality section, or the task was not read here, with --address, and the driver reads it)."""
+
+    point: ResumePoint | None = None
+    quality: QualityJob | None = None
+
+
 def check_sweep(study: Study, trials: list[Trial], *, grid: str, address: str | None, tracking_uri: str,
                 resume: str | None, tracking_key: str = "--tracking-uri",
-                address_key: str = "--address", experiment: str | None = None) -> ResumePoint | None:
+                address_key: str = "--address", experiment: str | None = None) -> SweepChecks:
     """Everything a sweep needs from outside farm, checked before anything starts (`*_key`: where
     the tracking URI and the Ray address came from, as a refusal names them; `experiment`: the
     one a new sweep writes to, default the grid's)."""
+    quality = None
     if address is None:
         check_datasets(study, trials)
-        study_job(study)  # the quality gate's task, read as the driver reads it (a UserError names its line)
+        quality = study_job(study)  # the quality gate's task, read once, for the driver (a UserError names its line)
         env_directory("FARM_CACHE_DIR")  # tokenizers, datasets and warm-up markers are written there
     check_tracking_uri(tracking_uri, key=tracking_key)
     check_experiment_access(tracking_uri, experiment=experiment or study.grid_experiment(grid), resume=resume,
                             key=tracking_key)
     if address is not None:
         check_ray_address(address, key=address_key)
-    if resume:
-        return check_resume(tracking_uri, resume, study, grid, trials, store_key=tracking_key)
-    return None
+    point = check_resume(tracking_uri, resume, study, grid, trials, store_key=tracking_key) if resume else None
+    return SweepChecks(point=point, quality=quality)

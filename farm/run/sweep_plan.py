@@ -12,12 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from farm.errors import UserError
 from farm.inputs import env_ray_address, ray_address_source, tracking_source, usable_directory
 from farm.run import search
 from farm.study.spec import Study
 from farm.study.trial import Trial
+
+if TYPE_CHECKING:
+    from farm.analysis.quality_runs import QualityJob
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class SweepPlan:
     address_key: str = "--address"
     tracking_key: str = "--tracking-uri"
     renamed: dict[str, str] = field(default_factory=dict)
+    quality_job: QualityJob | None = None  # the quality gate's task as the preflight read it, for the driver
 
     @property
     def strategy(self) -> str:
@@ -212,9 +217,11 @@ def _checked(o: SweepOptions, plan: SweepPlan) -> SweepPlan:
     plan.tracking_uri = plan.tracking_uri or default_tracking_uri()
 
     def check() -> None:
-        point = check_sweep(plan.study, plan.trials, grid=plan.grid, address=plan.address,
-                            tracking_uri=plan.tracking_uri, resume=plan.resume, tracking_key=plan.tracking_key,
-                            address_key=plan.address_key, experiment=plan.experiment)
+        checks = check_sweep(plan.study, plan.trials, grid=plan.grid, address=plan.address,
+                             tracking_uri=plan.tracking_uri, resume=plan.resume, tracking_key=plan.tracking_key,
+                             address_key=plan.address_key, experiment=plan.experiment)
+        plan.quality_job = checks.quality  # read once: the driver answers with it
+        point = checks.point
         if point is not None and point.renamed:  # a sweep stored with ids of the older form keeps them
             plan.trials = point.rename(plan.trials)
             plan.renamed = dict(point.renamed)

@@ -312,7 +312,8 @@ def run_and_report(plan) -> None:
                                        on_ray=on_ray, on_schedule=on_schedule, only=only, strategy=strategy,
                                        budget_gpu_hours=plan.budget_gpu_hours, pruned=pruned, on_rung=on_rung,
                                        on_accelerator=on_accelerator, start=start, wait_lease=plan.wait_lease,
-                                       on_lease=lambda line: console.print(line, markup=False))
+                                       on_lease=lambda line: console.print(line, markup=False),
+                                       quality_job=plan.quality_job)
     except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read
         console.print("interrupted" + ("; resume with:" if state.get("sweep") else " before the sweep started"))
         if state.get("sweep"):
