@@ -73,8 +73,9 @@ def _ask(client: httpx.Client, url: str, item: TaskItem, model: str, max_tokens:
 
 
 def answer_items(job: QualityJob, base_url: str, model: str, *, cancelled: threading.Event | None = None,
-                 alive=lambda: True) -> QualityRun:
-    """Every item of a built-in job through the server at `base_url`; the run, or why it failed."""
+                 alive=lambda: True, at_once: int = AT_ONCE) -> QualityRun:
+    """Every item of a built-in job through the server at `base_url`, `at_once` requests in flight;
+    the run, or why it failed."""
     started = time.monotonic()
     url = base_url.rstrip("/") + "/v1/completions"
     cancelled = cancelled or threading.Event()
@@ -85,7 +86,7 @@ def answer_items(job: QualityJob, base_url: str, model: str, *, cancelled: threa
         return _ask(client, url, item, model, job.max_tokens)
 
     try:
-        with httpx.Client(timeout=REQUEST_TIMEOUT_S) as client, ThreadPoolExecutor(AT_ONCE) as pool:
+        with httpx.Client(timeout=REQUEST_TIMEOUT_S) as client, ThreadPoolExecutor(at_once) as pool:
             answers = list(pool.map(one, job.items))
     except EvalFailed as exc:
         return failed_run(job, str(exc), time.monotonic() - started)

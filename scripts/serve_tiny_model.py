@@ -6,9 +6,11 @@
 
 Each configuration is one `vllm serve DIR FLAGS` (the venv's own launcher, in its own session,
 its log in a file), waited for on /health (a crash and a timeout are different errors), sent
-every item of DIR/eval.jsonl through /v1/completions at temperature 0, and stopped by its
-process group. Prints one JSON line per configuration (exact match overall and per task, items,
-vLLM version, seconds) and, with --out, writes them all to FILE with each item's answer.
+every item of DIR/eval.jsonl through /v1/completions at temperature 0 by the quality gate's own
+client and scored by its own rule (actors/quality_eval.py's `answer_items`, as a sweep's gate
+asks and scores them), and stopped by its process group. Prints one JSON line per configuration
+(exact match overall and per task, items, vLLM version, seconds) and, with --out, writes them all
+to FILE with each item's answer (as scored).
 
 Without --config: the baseline (--dtype float32, the precision it was trained in), bfloat16,
 an FP8 (e4m3) KV cache and an FP8 (e5m2) KV cache in bfloat16, and a deliberately degraded
@@ -26,13 +28,14 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
-
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run as a script from a clone, before or without `pip install -e .`
 sys.path.insert(0, str(REPO / "scripts"))
+from actors.quality_eval import answer_items  # noqa: E402 - the quality gate's client and scoring
+from farm.analysis.quality_runs import QualityJob, QualityRun  # noqa: E402
+from farm.analysis.quality_task import read_task  # noqa: E402
 from health import wait_healthy  # noqa: E402 - the scripts' shared helper, beside this file
 CONFIGS = {
     "baseline-fp32": "--dtype float32",
@@ -43,6 +46,8 @@ CONFIGS = {
     "bf16-top1-expert": "--dtype bfloat16 --hf-overrides '{\"num_experts_per_tok\":1}'",
 }
 ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+MAX_TOKENS = 8  # an answer is at most 3 digits or 7 letters, then the EOS
+AT_ONCE = 16  # requests in flight
 
 
 def wait_ready(proc: subprocess.Popen, url: str, timeout_s: float, log: Path) -> None:
@@ -64,23 +69,17 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def answer(client: httpx.Client, url: str, model: str, prompt: str) -> str:
-    r = client.post(f"{url}/v1/completions", json={
-        "model": model, "prompt": prompt, "max_tokens": 8, "temperature": 0.0, "seed": 0})
-    r.raise_for_status()
-    return r.json()["choices"][0]["text"]
+def per_task(run: QualityRun) -> dict:
+    """Exact match overall and per task (an item's id without its number: addition-0007 is addition),
+    from the gate's own verdict on each answer."""
+    tasks: dict[str, list[bool]] = {}
+    for a in run.answers:
+        tasks.setdefault(a.id.rsplit("-", 1)[0], []).append(a.correct)
+    return {"exact_match": round(run.correct / run.items, 4), "items": run.items,
+            **{task: round(sum(xs) / len(xs), 4) for task, xs in sorted(tasks.items())}}
 
 
-def score(items: list[dict], answers: list[str]) -> dict:
-    per_task: dict[str, list[bool]] = {}
-    for it, got in zip(items, answers):
-        per_task.setdefault(it["id"].rsplit("-", 1)[0], []).append(got.strip() == it["answer"])
-    every = [x for xs in per_task.values() for x in xs]
-    return {"exact_match": round(sum(every) / len(every), 4), "items": len(every),
-            **{task: round(sum(xs) / len(xs), 4) for task, xs in sorted(per_task.items())}}
-
-
-def run_config(name: str, flags: str, args, items: list[dict], logdir: Path) -> dict:
+def run_config(name: str, flags: str, args, job: QualityJob, logdir: Path) -> dict:
     vllm = args.venv / "bin" / "vllm"
     version = subprocess.run([str(args.venv / "bin" / "python"), "-c", "import vllm; print(vllm.__version__)"],
                              capture_output=True, text=True, env={**os.environ, **ENV}).stdout.strip()
@@ -95,13 +94,14 @@ def run_config(name: str, flags: str, args, items: list[dict], logdir: Path) -> 
     try:
         wait_ready(proc, url, args.ready_timeout, log)
         ready_s = time.monotonic() - start
-        with httpx.Client(timeout=120) as client, ThreadPoolExecutor(16) as pool:
-            got = list(pool.map(lambda it: answer(client, url, str(args.model), it["prompt"]), items))
+        run = answer_items(job, url, str(args.model), alive=lambda: proc.poll() is None, at_once=AT_ONCE)
     finally:
         stop(proc)
-    return {"config": name, "flags": flags, **score(items, got), "vllm": version,
+    if run.error is not None:
+        raise SystemExit(f"{name}: {run.error}; see {log}")
+    return {"config": name, "flags": flags, **per_task(run), "vllm": version,
             "ready_s": round(ready_s), "seconds": round(time.monotonic() - start),
-            "answers": {it["id"]: a for it, a in zip(items, got)}}
+            "answers": {a.id: a.answer for a in run.answers}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,10 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     # a SIGTERM (a `timeout`, a CI cancel) unwinds through run_config's finally, which stops the server
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     configs = dict(c.split("=", 1) for c in args.config) if args.config else CONFIGS
-    items = [json.loads(line) for line in (args.model / "eval.jsonl").read_text().splitlines()]
+    task = args.model / "eval.jsonl"
+    job = QualityJob(task=str(task), harness="farm", items=read_task(task), max_tokens=MAX_TOKENS)
     results = []
     for name, flags in configs.items():
-        result = run_config(name, flags, args, items, args.logs)
+        result = run_config(name, flags, args, job, args.logs)
         results.append(result)
         print(json.dumps({k: v for k, v in result.items() if k != "answers"}), flush=True)
     if args.out:
