@@ -3,7 +3,8 @@ worker nodes labelled as two machines (`farm.machine`, the Ray node label a user
 start --labels`), one trial's room each, so the two trials of the grid run at once on different
 machines; the baseline is repeated on each node (node controls). Real mock engines, real guidellm,
 MLflow on SQLite. Every run records its machine; the report compares the two trials across
-machines only through the baseline's runs on each, and says so."""
+machines only where the two sides ran on one machine: the baseline's node control, a copy of it,
+counts as the baseline's runs on its machine, and the report says which machine decided."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def test_each_run_records_the_machine_its_node_is_labelled_as(sweep):
     assert by_label["m1"] != by_label["m2"]
 
 
-def test_the_report_compares_across_machines_only_through_the_baseline_on_each(sweep):
+def test_the_report_compares_the_trials_within_the_machine_where_the_baselines_copy_ran(sweep):
     from farm.report.text import render, report_json
     from farm.run.sweep_report import build
 
@@ -80,9 +81,14 @@ def test_the_report_compares_across_machines_only_through_the_baseline_on_each(s
     same = ranked[lead.a].machine.key == ranked[lead.b].machine.key
     if same:  # both trials happened to run on one machine: compared there
         assert lead.machines in ("one_machine", "within")
-    else:  # on two machines: through the baseline's configuration, run on each as node controls
-        assert lead.machines == "via_control" and lead.control is not None
-        assert "across machines" in lead.machines_note and lead.p_value is not None
-        assert "across machines" in render(report, "markdown")
+    else:  # on two machines: within the other trial's machine, where the baseline's node control ran
+        # beside it (a copy's runs are its trial's on the copy's machine); the baseline's own runs, on
+        # the other machine, are left out and said so
+        base = next(r.trial.node_control_of for r in outcome.results if r.trial.node_control_of)
+        other = lead.a if lead.b == base else lead.b
+        assert lead.machines == "within" and lead.p_value is not None
+        assert lead.machines_note.startswith(f"within machine {ranked[other].machine.key}")
+        assert "on machines the other never ran on" in lead.machines_note
+        assert "within machine" in render(report, "markdown")
     assert report_json(report)["verdicts"][0]["comparisons"][0]["machines"] == lead.machines
     assert any(n.startswith("Runs come from 2 machines") for n in report.notes)

@@ -26,7 +26,7 @@ from farm.analysis.selection.models import (
     TrialRow,
     Unmeasured,
 )
-from farm.analysis.selection.machines import cell_blocks, cell_difference, controls_on
+from farm.analysis.selection.machines import cell_difference, controls_on, copies_of, side_blocks
 from farm.analysis.selection.rules import (
     Cell,
     Table,
@@ -194,6 +194,13 @@ def candidates_on(table: Table, profile: str, metric: str) -> list[Cell]:
     return [c for c in table.on(profile) if c.eligible and c.control_of is None and c.values(metric)]
 
 
+def _controls_less_copies(table: Table, profile: str, metric: str, cells: list[Cell], key: dict[str, str]):
+    """The profile's controls, less the copies whose runs already count as their trial's (side_blocks)."""
+    copies = {key.get(c.trial, c.trial) for cell in cells for c in copies_of(table, cell)}
+    controls = (c.without(copies) if copies else c for c in controls_on(table, profile, metric, names=key))
+    return [c for c in controls if c is not None]
+
+
 def profile_verdict(table: Table, profile: str, settings: SelectionSettings, baseline: str | None,
                     metric: str = "total_tps") -> ProfileVerdict | None:
     cells = candidates_on(table, profile, metric)
@@ -208,8 +215,8 @@ def profile_verdict(table: Table, profile: str, settings: SelectionSettings, bas
     v = fstats.compare_winner({key[c.trial]: c.values(metric) for c in cells}, baseline=key.get(base_ok),
                               alpha=settings.alpha, complexity={key[t]: n for t, n in complexity.items()},
                               margin=settings.equivalence_margin,
-                              blocks={key[c.trial]: cell_blocks(c, metric) for c in cells},
-                              controls=controls_on(table, profile, metric, names=key))
+                              blocks={key[c.trial]: side_blocks(table, c, metric) for c in cells},
+                              controls=_controls_less_copies(table, profile, metric, cells, key))
     comparisons = []
     for c in v.comparisons:
         d = c.diff

@@ -25,6 +25,23 @@ def cell_blocks(cell: Cell, metric: str) -> dict[str, list[float]]:
     return out
 
 
+def copies_of(table: Table, cell: Cell) -> list[Cell]:
+    """The cells on `cell`'s profile that repeat its trial as a control (a node control, a resume's
+    control: `node_control_of`), each run on the machine its sitting had."""
+    return [c for c in table.on(cell.profile) if c.control_of == cell.trial]
+
+
+def side_blocks(table: Table, cell: Cell, metric: str) -> dict[str, list[float]]:
+    """A side of a comparison by machine: the cell's runs with those of its copies. The same
+    configuration run again as a control where the sweep resumed on another machine is that side's
+    run there, so that a trial measured only on the new machine is compared within it."""
+    out = cell_blocks(cell, metric)
+    for copy in copies_of(table, cell):
+        for machine, values in cell_blocks(copy, metric).items():
+            out.setdefault(machine, []).extend(values)
+    return out
+
+
 def controls_on(table: Table, profile: str, metric: str, names: dict[str, str] | None = None) -> list[fstats.Control]:
     """Every configuration measured on `profile`, as a control that may bridge two machines: the runs of
     its trials by machine (a baseline and its node controls, which repeat it on other nodes, are one).
@@ -48,10 +65,12 @@ def controls_on(table: Table, profile: str, metric: str, names: dict[str, str] |
 
 
 def cell_difference(table: Table, a: Cell, b: Cell, metric: str, confidence: float) -> fstats.Diff:
-    """a against b on the ratio scale, within the machines they share or through a control (less their own runs)."""
-    controls = (c.without({a.trial, b.trial}) for c in controls_on(table, a.profile, metric))
-    return fstats.blocked_difference(cell_blocks(a, metric), cell_blocks(b, metric), confidence=confidence,
-                                     controls=[c for c in controls if c is not None])
+    """a against b on the ratio scale, each side with its copies' runs (`side_blocks`), within the
+    machines they share or through a control (less the two sides' own runs)."""
+    own = {a.trial, b.trial} | {c.trial for side in (a, b) for c in copies_of(table, side)}
+    controls = (c.without(own) for c in controls_on(table, a.profile, metric))
+    return fstats.blocked_difference(side_blocks(table, a, metric), side_blocks(table, b, metric),
+                                     confidence=confidence, controls=[c for c in controls if c is not None])
 
 
 def machines_note(results: Results) -> str | None:
