@@ -80,6 +80,10 @@ def cli() -> None:
 @click.option("--trial", "only", multiple=True, type=opt.NAME, metavar="NAME|ID",
               help="Run only this trial of the grid now (repeatable); the sweep keeps the grid's other trials "
                    "pending, for a later `--resume` (a sweep in pieces, e.g. one per GPU lease).")
+@click.option("--control", "controls", multiple=True, type=opt.NAME, metavar="NAME|ID",
+              help="With --resume: run a copy of this measured trial first (repeatable), as a control on the machine "
+                   "this resume runs on; the trials the resume runs are compared with it within that machine (a "
+                   "sweep in pieces over lent machines). The copy is never ranked.")
 @click.option("--quiet", is_flag=True, help="Print only the recommended command and the sweep id (errors on stderr); "
               "with --dry-run, only the command lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print only a JSON summary on stdout (sweep id, status, the "

@@ -34,10 +34,10 @@ from farm.analysis.outcome import (TRANSIENT, Lost, lost_actor_detail, lost_acto
                                    trial_not_measurable, should_retry)
 from farm.analysis.quality_runs import QualityJob
 from farm.analysis.quality_verdicts import quality_jobs
-from farm.analysis.results import TrialResult
+from farm.analysis.results import Status, TrialResult
 from farm.secrets import redact_trial
 from farm.study.spec import EngineSpec, Study
-from farm.study.trial import Trial
+from farm.study.trial import NODE_MARK, Trial, node_control_id
 
 # The driver process needs little; the actor's own CPU holds the guidellm client.
 ACTOR_CPUS = 1
@@ -330,14 +330,16 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
               on_accelerator: Callable[[str], None] = lambda line: None,
               start: str | None = None, wait_lease: float = 0.0,
               on_lease: Callable[[str], None] = lambda line: None,
-              quality_job: QualityJob | None = None) -> SweepOutcome:
+              quality_job: QualityJob | None = None, copies: Sequence[str] = ()) -> SweepOutcome:
     """Run a sweep: every trial (`repeats` runs per profile, or 'auto'), the baseline once more on
     every node when there are several (node controls), then the later passes of `--repeats auto`.
     `on_schedule`: one line, where the scheduler's estimates come from (a scheduled grid only).
     `on_accelerator`: one line, the GPU model `accelerator_type: auto` resolved to.
     `wait_lease`: seconds a resume waits for another driver of the sweep to end (`on_lease`: one
     line, when it waits). `quality_job`: the quality gate's task as the preflight read it
-    (farm/run/preflight.py's `check_sweep`); read here where not given."""
+    (farm/run/preflight.py's `check_sweep`); read here where not given. `copies` (`--control`, a
+    resume): trials the sweep measured, each run again first as a control on this resume's machine
+    (`<id>@control<k>`, never ranked; selection counts its runs as its trial's there)."""
 
     # One driver a sweep (farm/store/lease.py): a resume takes the sweep's lease (or is refused in
     # one line) before it reads which trials finished, so that no trial runs twice.
@@ -345,6 +347,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
     try:
         # An unknown or foreign sweep id is a user error: found before Ray starts.
         point = check_resume(tracking_uri, resume, study, grid, trials) if resume else None
+        copy_trials = _control_copies(tracking_uri, point, trials, copies) if copies else []
     except BaseException:
         if took:  # a lease this process held before (its earlier run of the sweep) stays held
             sweep_lease.release(tracking_uri, resume)
@@ -363,7 +366,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                         if any(c.prices_steps for c in chain) else None)
     # A resumed grid sweep whose every trial finished has nothing to run: it answers from the store
     # (its report again, the sweep marked finished) without starting or joining Ray.
-    nothing_left = (point is not None and all(c.once for c in chain)
+    nothing_left = (point is not None and all(c.once for c in chain) and not copy_trials
                     and all(t.id in point.finished for t in trials if only is None or t.id in only))
     started_ray = False
     if not ray.is_initialized() and not nothing_left:
@@ -431,6 +434,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         outcome = SweepOutcome(sweep_id=sweep_id, experiment_id=exp_id, study=study, pruned=pruned)
         # `only`: this call runs part of the sweep; the grid's other trials stay pending.
         todo = [t for t in trials if t.id not in done and (only is None or t.id in only)]
+        todo = copy_trials + todo  # the controls first: each then shares its machine with all the rest
         todo = _unmeasurable(study, todo, primary=study.grid_primary_profile(grid), sweep_id=sweep_id, exp_id=exp_id,
                              tracking_uri=tracking_uri, on_event=on_event)
         outcome.skipped = [t.id for t in trials if t.id in done and (only is None or t.id in only)]
@@ -505,6 +509,27 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         _end_client_hosts(sweep_id or "")
         if started_ray:
             ray.shutdown()
+
+
+def _control_copies(tracking_uri: str, point, trials: list[Trial], copies: Sequence[str]) -> list[Trial]:
+    """`--control`: a copy of each trial named, to run first on this resume's machine. Each must have
+    measured in the sweep (one line and exit 2, before anything starts, where one has not). The k-th
+    copy of a trial is `<id>@control<k>`: each resume's copies are trials of their own."""
+    if point is None:
+        raise UserError("only with --resume", key="--control")
+    stored = tracking.load_results(tracking_uri, point.sweep_id)
+    measured = {r.trial.id for r in stored if r.status == Status.ok}
+    by_id = {t.id: t for t in trials}
+    out = []
+    for i, tid in enumerate(copies):
+        if tid not in measured:
+            raise UserError(f"trial {by_id[tid].label} has not measured in sweep {point.sweep_id}, so there is "
+                            f"nothing to repeat; run it with --trial", key="--control")
+        k = 1 + sum(1 for r in stored if r.trial.node_control_of == tid and f"{NODE_MARK}control" in r.trial.id)
+        t = by_id[tid]
+        out.append(t.model_copy(update={"id": node_control_id(tid, f"control{k}"), "name": f"{t.label}{NODE_MARK}control{k}",
+                                        "node_control_of": tid, "index": max(x.index for x in trials) + 1 + i}))
+    return out
 
 
 def _term_as_interrupt():

@@ -49,6 +49,7 @@ class SweepOptions:
     workdir_given: bool = False
     no_wait: bool = False
     only: tuple[str, ...] = ()
+    controls: tuple[str, ...] = ()
     quiet: bool = False
     as_json: bool = False
     prices: tuple[tuple[str, float], ...] = ()
@@ -73,6 +74,7 @@ class SweepPlan:
     workdir: Path = Path("farm-runs")
     command: str = "farm sweep"
     only: set[str] | None = None
+    copies: tuple[str, ...] = ()  # trial ids run again first, as controls on this resume's machine (--control)
     pruned: dict[str, str] | None = None
     start: str | None = None  # the trial id a local search starts from
     wait_lease: float = 0.0
@@ -172,6 +174,7 @@ def resolve(o: SweepOptions) -> SweepPlan:
 
         trials, start_id = start_of(study, o.grid, trials, study.start, key="--from" if o.start else "start")
     selected = select_trials(trials, o.only, key="--trial") if o.only else None
+    copies = _controls(o, trials, kind)
     if o.baseline is not None:
         if kind.starts_from:
             raise UserError(f"a {kind.title or kind.name}'s baseline is its start (--from)", key="--baseline")
@@ -179,9 +182,25 @@ def resolve(o: SweepOptions) -> SweepPlan:
         study = study.model_copy(update={"baseline": o.baseline})
     return SweepPlan(study=study, grid=o.grid, trials=trials, tracking_uri=o.tracking_uri or "",
                      experiment=o.experiment, address=address, resume=o.resume, repeats=o.repeats or study.repeats,
-                     workdir=Path(o.workdir), command=o.argv, only=selected, start=start_id,
+                     workdir=Path(o.workdir), command=o.argv, only=selected, copies=copies, start=start_id,
                      wait_lease=o.wait_lease or 0, mode="json" if o.as_json else "quiet" if o.quiet else "normal",
                      address_key=address_key)
+
+
+def _controls(o: SweepOptions, trials: list[Trial], kind) -> tuple[str, ...]:
+    """`--control`: the trials to copy, in the grid's order; one line and exit 2 where it cannot apply."""
+    if not o.controls:
+        return ()
+    if not o.resume:
+        raise UserError("only with --resume: it runs again a trial the sweep has measured, as a control on the "
+                        "machine the resume runs on", key="--control")
+    if kind.name != "grid":
+        raise UserError(f"only for a grid sweep; a {kind.title or kind.name} runs its own controls where it resumes",
+                        key="--control")
+    from farm.study.grid import select_trials
+
+    wanted = select_trials(trials, o.controls, key="--control")
+    return tuple(t.id for t in trials if t.id in wanted)
 
 
 def _check_here(o: SweepOptions, plan: SweepPlan) -> None:
@@ -199,6 +218,9 @@ def _check_here(o: SweepOptions, plan: SweepPlan) -> None:
     if o.wait_lease is not None and (not o.resume or jobs):
         raise UserError("only with --resume, run from this machine: a new sweep has no other driver to wait for, "
                         "and a Ray job's driver refuses at once", key="--wait-lease")
+    if o.controls and jobs:
+        raise UserError("runs part of a sweep from this machine; it does not combine with --address http://...",
+                        key="--control")
     if o.only and (jobs or o.repeats == "auto"):
         raise UserError("--trial runs part of a sweep from this machine; it does not combine with "
                         "--address http://... or --repeats auto", key="--trial")
@@ -229,6 +251,7 @@ def _checked(o: SweepOptions, plan: SweepPlan) -> SweepPlan:
     check()
     if plan.renamed:
         plan.only = {plan.renamed.get(i, i) for i in plan.only} if plan.only is not None else None
+        plan.copies = tuple(plan.renamed.get(i, i) for i in plan.copies)
         plan.pruned = {plan.renamed.get(i, i): why for i, why in plan.pruned.items()} if plan.pruned else plan.pruned
     if not (o.resume and o.strategy is None and plan.study.strategy == "grid"):
         return plan
@@ -241,6 +264,9 @@ def _checked(o: SweepOptions, plan: SweepPlan) -> SweepPlan:
                         f"whatever the budget", key="--budget")
     if stored is None:
         return plan
+    if plan.copies:  # a search or halving sweep resumed without --strategy: it runs its own controls
+        raise UserError(f"only for a grid sweep; sweep {o.resume} is a {stored[0]} sweep, which runs its own controls "
+                        f"where it resumes", key="--control")
     budget = o.budget if o.budget is not None else stored[1]
     if search.kind_of(stored[0]).starts_from:  # a search resumes from where it started
         from farm.analysis.start_command import start_of

@@ -313,7 +313,7 @@ def run_and_report(plan) -> None:
                                        budget_gpu_hours=plan.budget_gpu_hours, pruned=pruned, on_rung=on_rung,
                                        on_accelerator=on_accelerator, start=start, wait_lease=plan.wait_lease,
                                        on_lease=lambda line: console.print(line, markup=False),
-                                       quality_job=plan.quality_job)
+                                       quality_job=plan.quality_job, copies=plan.copies)
     except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read
         console.print("interrupted" + ("; resume with:" if state.get("sweep") else " before the sweep started"))
         if state.get("sweep"):
