@@ -109,6 +109,19 @@ def shared_file(relative: str) -> Path:
     return path
 
 
+# The lent H100's local search from the seed's command (bench/h100/from-seed/): its sweep and store.
+H100_SEARCH = "315bba48402047149c6cf8f80855632e"
+
+
+def h100_search_store(tmp: Path) -> str:
+    """The H100 search's committed MLflow store unpacked into `tmp`; its tracking URI."""
+    import tarfile
+
+    with tarfile.open(REPO / "bench/h100/from-seed/store.tgz") as tar:
+        tar.extractall(tmp, filter="data")
+    return f"sqlite:///{tmp / 'mlflow.db'}"
+
+
 def run_farm(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     """The `farm` command as a user runs it, from this interpreter's environment."""
     full_env = {**os.environ, **(env or {})}

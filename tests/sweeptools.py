@@ -52,9 +52,12 @@ def slow_mock_sweep(tmp_path: Path, *, name: str, trials: str, itl_ms: int) -> t
     return tmp_path, uri, args, ids
 
 
-def quick_pair_study(name: str, grid: str, max_concurrent: int) -> str:
+def quick_pair_study(name: str, grid: str, max_concurrent: int, steps: bool = False) -> str:
     """A study of two mock trials (the default and one 50 ms slower to its first token) on one short
-    profile, the smoke study's models and engines included: the pair several multi-node tests race."""
+    profile, the smoke study's models and engines included: the pair several multi-node tests race.
+    `steps`: an ordered grid, `a` then `b` after it (a step of a stepwise study)."""
+    a, b = ("{name: a, engine: mock, models: [tiny]}", "{name: b, engine: mock, models: [tiny], flags: {ttft-ms: 50}, "
+            "after: a}") if steps else ("{engine: mock, models: [tiny]}", "{engine: mock, models: [tiny], flags: {ttft-ms: 50}}")
     return f"""
 include: [{REPO / 'configs' / 'smoke.yaml'}]
 name: {name}
@@ -70,11 +73,12 @@ profiles:
     max_seconds: 60
 grids:
   {grid}:
+    ordered: {str(steps).lower()}
     profiles: [quick]
     max_concurrent_trials: {max_concurrent}
     blocks:
-      - {{engine: mock, models: [tiny]}}
-      - {{engine: mock, models: [tiny], flags: {{ttft-ms: 50}}}}
+      - {a}
+      - {b}
 """
 
 

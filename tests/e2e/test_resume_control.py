@@ -13,32 +13,11 @@ from pathlib import Path
 import pytest
 
 from conftest import run_farm
-from sweeptools import REPO
+from sweeptools import quick_pair_study
 
 pytestmark = pytest.mark.slow
 
-STUDY = f"""
-include: [{REPO / 'configs' / 'smoke.yaml'}]
-name: resume-control
-experiment: resume-control
-primary_profile: quick
-min_success_rate: 0.9
-profiles:
-  quick:
-    data: {{kind: synthetic, prompt_tokens: 16, output_tokens: 8}}
-    rate: 1000
-    requests: 16
-    max_concurrency: 4
-    max_seconds: 60
-grids:
-  steps:
-    ordered: true
-    profiles: [quick]
-    max_concurrent_trials: 1
-    blocks:
-      - {{name: a, engine: mock, models: [tiny]}}
-      - {{name: b, engine: mock, models: [tiny], flags: {{ttft-ms: 50}}, after: a}}
-"""
+STUDY = quick_pair_study("resume-control", "steps", 1, steps=True)
 
 
 def _piece(tmp: Path, machine: str, **kwargs):

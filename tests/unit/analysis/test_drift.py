@@ -7,26 +7,22 @@ last two after farm's default warm-up) and the lent H200's study
 from __future__ import annotations
 
 import json
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from farm.analysis.drift import MIN_RUNS, order_effects, order_warnings, sequences
 from farm.analysis.records import results_from_data
+from conftest import H100_SEARCH, h100_search_store
 
 REPO = Path(__file__).resolve().parents[3]
-SWEEP = "315bba48402047149c6cf8f80855632e"
 
 
 @pytest.fixture(scope="module")
 def h100(tmp_path_factory):
     from farm.store.mlflow_store import MlflowStore
 
-    tmp = tmp_path_factory.mktemp("h100-drift")
-    with tarfile.open(REPO / "bench/h100/from-seed/store.tgz") as tar:
-        tar.extractall(tmp, filter="data")
-    return MlflowStore(f"sqlite:///{tmp / 'mlflow.db'}").records(SWEEP)
+    return MlflowStore(h100_search_store(tmp_path_factory.mktemp("h100-drift"))).records(H100_SEARCH)
 
 
 def test_the_h100s_two_low_runs_were_each_its_trials_first_after_the_engines_start(h100):

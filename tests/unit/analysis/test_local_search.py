@@ -268,15 +268,10 @@ def test_a_step_resumed_on_another_machine_is_judged_within_machines_on_the_h100
     while the neighbours of the incumbent's own sittings are judged within them: GPU memory 0.95
     proven equivalent beside the fourth sitting's control, and KV offload, a final refusal, settled
     as no candidate rather than left open."""
-    import tarfile
-    from pathlib import Path
-
+    from conftest import H100_SEARCH, h100_search_store
     from farm.store import tracking
 
-    repo = Path(__file__).resolve().parents[3]
-    with tarfile.open(repo / "bench/h100/from-seed/store.tgz") as tar:
-        tar.extractall(tmp_path, filter="data")
-    results = tracking.load_results(f"sqlite:///{tmp_path / 'mlflow.db'}", "315bba48402047149c6cf8f80855632e")
+    results = tracking.load_results(h100_search_store(tmp_path), H100_SEARCH)
     rung = ls.step_rung(1, "sharegpt_synthetic", 1000)
     blocks = ls.blocks_of(results, rung)
     incumbent, same_sitting, prefix_off, kv_fp8 = "vllm-1ffa2a61", "vllm-bd7bb3c0", "vllm-d9b0e5bb", "vllm-c1c3eb4e"

@@ -10,23 +10,15 @@ decided there."""
 from __future__ import annotations
 
 import json
-import tarfile
-from pathlib import Path
-
 import pytest
 
-from conftest import run_farm
-
-REPO = Path(__file__).resolve().parents[3]
-SWEEP = "315bba48402047149c6cf8f80855632e"
+from conftest import H100_SEARCH as SWEEP, h100_search_store, run_farm
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("h100-search")
-    with tarfile.open(REPO / "bench/h100/from-seed/store.tgz") as tar:
-        tar.extractall(tmp, filter="data")
-    return tmp, f"sqlite:///{tmp / 'mlflow.db'}"
+    return tmp, h100_search_store(tmp)
 
 
 def _judged(lines: list[str], axis: str) -> str:

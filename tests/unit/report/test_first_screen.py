@@ -12,7 +12,7 @@ import tarfile
 
 import pytest
 
-from conftest import REPO, run_farm
+from conftest import H100_SEARCH as H100_SWEEP, REPO, h100_search_store, run_farm
 from farm.analysis.records import records_from_trials
 from farm.analysis.results_file import read_results_file
 from farm.report import render, render_appendix, report_for
@@ -20,7 +20,6 @@ from farm.report.text import conclusion_decisions, pretty_command
 from farm.study.load import load_study
 
 SCREEN = 40  # lines: a terminal's screen
-H100_SWEEP = "315bba48402047149c6cf8f80855632e"
 H100_PROFILE = "sharegpt_synthetic.rung1"  # the profile the search's runs measured so far
 CPU_SWEEP = "c9d8eae5738142059994fd6419d149a9"
 md_tick = "`{}`".format
@@ -85,10 +84,7 @@ def h100(tmp_path_factory):
     from farm.run.sweep_report import local_baseline
     from farm.store.mlflow_store import MlflowStore
 
-    tmp = tmp_path_factory.mktemp("h100-store")
-    with tarfile.open(REPO / "bench/h100/from-seed/store.tgz") as tar:
-        tar.extractall(tmp, filter="data")
-    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    uri = h100_search_store(tmp_path_factory.mktemp("h100-store"))
     store = MlflowStore(uri)
     info, results = store.sweep(H100_SWEEP), store.results(H100_SWEEP)
     # the search's study: its steps' shortened profiles (the rungs) included
