@@ -21,7 +21,7 @@ from farm.study.trial import Trial
 
 
 def dry_run(study: Study, grid: str, trials: list[Trial], *, selected: set[str] | None, mode: str,
-            resume: str | None, tracking_uri: str | None, start: str | None) -> None:
+            resume: str | None, tracking_uri: str | None, start: str | None, copies: tuple[str, ...] = ()) -> None:
     """What `farm sweep --dry-run` prints. With `resume`: the sweep's unfinished trials (read from
     its store, which must be there: a dry run creates nothing) and what each of its strategies runs
     next, planned from the stored results; with a store named, the estimate at the durations an
@@ -41,6 +41,10 @@ def dry_run(study: Study, grid: str, trials: list[Trial], *, selected: set[str] 
         note = (f"resume of sweep {resume}: {len(done)} trial(s) finished, not run again"
                 + (f" ({', '.join(t.label for t in done[:8])}{', ...' if len(done) > 8 else ''})" if done else "")
                 + f"; {len(trials)} to run, listed below")
+        if copies:  # --control: what runs before them, on the resume's machine
+            label = {t.id: t.label for t in done}
+            note += "; first, a copy of " + ", ".join(label.get(c, c) for c in copies) + \
+                " as a control on the machine the resume runs on (--control)"
         more = False
         for kind in search.chain(study.strategy, is_auto(study.repeats)):
             said = kind.resume_note(study, grid, uri, resume)  # (what it runs next, whether it runs more)

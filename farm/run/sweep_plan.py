@@ -292,7 +292,7 @@ def run_command(o: SweepOptions) -> int | None:
         from farm.run.dry_run import dry_run
 
         dry_run(plan.study, plan.grid, plan.trials, selected=plan.only, mode=plan.mode, resume=o.resume,
-                tracking_uri=o.tracking_uri, start=plan.start)
+                tracking_uri=o.tracking_uri, start=plan.start, copies=plan.copies)
         return None
     if search.kind_of(plan.strategy).prunes_unfit:  # with accelerator_type auto: again once the cluster names its GPUs
         from farm.run.memory import unfit_trials

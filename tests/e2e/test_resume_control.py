@@ -64,9 +64,13 @@ def pieces(tmp_path_factory):
     early = run_farm("sweep", "--config", str(tmp / "study.yaml"), "--grid", "steps", "--resume", first.sweep_id,
                      "--control", "b", "--tracking-uri", f"sqlite:///{tmp / 'mlflow.db'}",
                      "--workdir", str(tmp / "runs"), cwd=tmp)
+    # the dry run of that resume says the copy runs first (an option it shows, not one it drops)
+    preview = run_farm("sweep", "--config", str(tmp / "study.yaml"), "--grid", "steps", "--resume", first.sweep_id,
+                       "--control", "a", "--trial", "b", "--dry-run", "--tracking-uri", f"sqlite:///{tmp / 'mlflow.db'}",
+                       cwd=tmp)
     study, second = _piece(tmp, "m2", resume=first.sweep_id, only={ids["b"]}, copies=(ids["a"],))
     tracking.finish_sweep(f"sqlite:///{tmp / 'mlflow.db'}", second.sweep_id, "finished", [])
-    return dict(study=study, outcome=second, ids=ids, tmp=tmp, early=early)
+    return dict(study=study, outcome=second, ids=ids, tmp=tmp, early=early, preview=preview)
 
 
 def test_a_copy_of_a_trial_not_measured_yet_is_refused_in_one_line(pieces):
@@ -75,6 +79,12 @@ def test_a_copy_of_a_trial_not_measured_yet_is_refused_in_one_line(pieces):
     assert early.stderr.strip().splitlines()[-1] == (
         "error: --control: trial b has not measured in sweep "
         f"{pieces['outcome'].sweep_id}, so there is nothing to repeat; run it with --trial")
+
+
+def test_the_dry_run_of_the_resume_names_the_copy(pieces):
+    preview = pieces["preview"]
+    assert preview.returncode == 0, preview.stderr
+    assert "; first, a copy of a as a control on the machine the resume runs on (--control)" in preview.stdout
 
 
 def test_the_resume_runs_the_copy_first_on_its_own_machine(pieces):
