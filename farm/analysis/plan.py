@@ -47,7 +47,9 @@ from farm.analysis.records import Results
 from farm.analysis.results import HeldSpan, Status, TrialResult
 from farm.analysis.select import SelectionSettings, build_table
 from farm.analysis.selection.models import auto_look, first_pass_runs
-from farm.analysis.stats import DEFAULT_MARGIN, Decided, leader_decisions
+from farm.analysis.selection.comparisons import blocked_candidates, step_decisions
+from farm.analysis.selection.models import DiffStat
+from farm.analysis.stats import DEFAULT_MARGIN, Control, Decided, leader_decisions
 # What `repeats` means and how node controls are named live with the study (the grid asks too);
 # they are re-exported here, where the driver and the report look for them.
 from farm.study.repeats import (AUTO_BUDGET_FACTOR, AUTO_FIRST_PASS, AUTO_MAX_PASSES, AUTO_STEP,  # noqa: F401
@@ -181,11 +183,15 @@ def _made_text(leader: str, decisions: Mapping[str, Decided], names: Mapping[str
 def next_pass(samples: Mapping[str, Sequence[float]], *, cost_per_repeat: Mapping[str, int], passes_done: int,
               spent: int, budget: int, step: int = AUTO_STEP, alpha: float | None = None,
               max_passes: int = AUTO_MAX_PASSES, max_repeats: int = AUTO_MAX_REPEATS,
-              margin: float = DEFAULT_MARGIN, names: Mapping[str, str] | None = None) -> PassPlan:
+              margin: float = DEFAULT_MARGIN, names: Mapping[str, str] | None = None,
+              blocks: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
+              controls: Sequence[Control] = ()) -> PassPlan:
     """The next pass of `--repeats auto` from the eligible candidates' samples on the primary profile.
 
     Every trial's comparison with the leader is a decision (`leader_decisions`: better, worse,
-    equivalent within `margin`, or undecided, Holm over all of them) at `alpha`: by default the
+    equivalent within `margin`, or undecided, Holm over all of them; within the machines two
+    trials share, or through a control, where `blocks` give each trial's runs by machine, as the
+    report compares them) at `alpha`: by default the
     level of look `passes_done` of `max_passes` planned looks (`alpha_for`). A trial
     whose decision is made needs no more runs; the leader and every undecided trial get `step`
     more, best mean first, as far as the budget goes. The loop stops when every decision is
@@ -200,7 +206,10 @@ def next_pass(samples: Mapping[str, Sequence[float]], *, cost_per_repeat: Mappin
     finite = {k: v for k, v in finite.items() if v}
     if len(finite) < 2:
         return PassPlan(done=True, reason=f"{len(finite)} eligible trial(s): nothing to decide", **base)
-    leader, decisions = leader_decisions(finite, alpha=alpha, margin=margin)
+    blocked = {k: blocks[k] for k in finite if k in blocks} if blocks else None
+    leader, decisions = leader_decisions(finite, alpha=alpha, margin=margin,
+                                         blocks=blocked if blocked and len(blocked) == len(finite) else None,
+                                         controls=controls)
     mean = {k: sum(v) / len(v) for k, v in finite.items()}
     open_ = sorted((k for k, d in decisions.items() if not d.decided), key=lambda k: -mean[k])
     lead = _named(leader, names)
@@ -241,6 +250,71 @@ def next_pass(samples: Mapping[str, Sequence[float]], *, cost_per_repeat: Mappin
                            f"{', '.join(_named(k, names) for k in chosen)}", **base)
 
 
+def _step_word(d: DiffStat, names: Mapping[str, str] | None) -> str:
+    return f"{_named(d.a, names)} vs {_named(d.b, names)}"
+
+
+def _open_step_text(open_: Sequence[DiffStat], alpha: float, names: Mapping[str, str] | None) -> str:
+    parts = []
+    for d in open_:
+        where = (f"{(1 - 2 * alpha) * 100:g} % interval [{d.eq_low_pct:+.1f}, {d.eq_high_pct:+.1f}] %"
+                 if d.eq_low_pct is not None and d.eq_high_pct is not None else "no interval yet")
+        more = (f"~{d.more_runs} more run{'' if d.more_runs == 1 else 's'} each would decide it"
+                if d.more_runs is not None else
+                "no machine ran both: runs of both on one machine would let them be compared"
+                if d.machines == "no_shared_control" else "no number of runs would decide it at this noise")
+        parts.append(f"{_step_word(d, names)} ({where}; {more})")
+    return "; ".join(parts)
+
+
+def next_step_pass(decisions: Sequence[DiffStat], *, repeats_of: Mapping[str, int], passes_done: int, spent: int,
+                   budget: int, step: int = AUTO_STEP, alpha: float, max_passes: int = AUTO_MAX_PASSES,
+                   max_repeats: int = AUTO_MAX_REPEATS, margin: float = DEFAULT_MARGIN,
+                   names: Mapping[str, str] | None = None, unmeasured: Sequence[str] = ()) -> PassPlan:
+    """The next pass of `--repeats auto` in a study of ordered steps: the decisions are the steps,
+    each against the step it builds on (`step_decisions`, as the report judges them), not every
+    trial against the leader. A step that is a difference or an equivalence needs no more runs;
+    both trials of every undecided step get `step` more, in the grid's order, as far as the budget
+    and the repeat limit go. `repeats_of`: each trial's runs so far; `unmeasured`: steps with no
+    decision possible yet (a side not measured), named in the reason."""
+    base = dict(pass_index=passes_done + 1, spent=spent, budget=budget)
+    level = f"\u03b1 {alpha:.3g} at look {min(passes_done, max_passes)} of {max_passes}"
+    later = f"; not measured yet: {', '.join(unmeasured)}" if unmeasured else ""
+    if not decisions:
+        return PassPlan(done=True, reason=f"no step has both its trial and the one it builds on measured: nothing "
+                                          f"to decide{later}", **base)
+    open_ = [d for d in decisions if d.decision in (None, "undecided")]
+    if not open_:
+        words = {"better": "better than", "worse": "worse than", "equivalent": "equivalent to"}
+        made = "; ".join(f"{_named(d.a, names)} {words[d.decision]} {_named(d.b, names)}" for d in decisions)
+        return PassPlan(done=True, reason=f"every step decided ({level}, margin \u00b1{margin * 100:g} %): {made}{later}",
+                        **base)
+    still = f"still open: {_open_step_text(open_, alpha, names)}{later}"
+    spent_text = (f"run budget spent: {spent} of {budget} benchmark runs made, an undecided step's next {step} "
+                  f"repeats of both its trials cost up to {2 * step}")
+    if passes_done >= max_passes:  # no further look: for want of budget where that is why
+        why = spent_text if spent + 2 * step > budget else \
+            f"{passes_done} looks taken, the most this sweep's budget plans ({max_passes})"
+        return PassPlan(done=True, reason=f"{why}; {still}", **base)
+    chosen: list[str] = []
+    for d in open_:
+        need = [t for t in (d.a, d.b) if t not in chosen]
+        if any(repeats_of.get(t, 0) + step > max_repeats for t in need):
+            continue
+        if spent + step * (len(chosen) + len(need)) > budget:
+            continue
+        chosen += need
+    if not chosen:
+        tight = all(any(repeats_of.get(t, 0) + step > max_repeats for t in (d.a, d.b)) for d in open_)
+        why = (f"every undecided step has a trial with the most repeats a trial gets ({max_repeats})" if tight else
+               spent_text)
+        return PassPlan(done=True, reason=f"{why}; {still}", **base)
+    return PassPlan(done=False, trials=chosen, repeats=step, runs=step * len(chosen),
+                    reason=f"{len(open_)} step(s) open ({level}, margin \u00b1{margin * 100:g} %): "
+                           f"{_open_step_text(open_, alpha, names)}{later}; {step} more repeats for "
+                           f"{', '.join(_named(k, names) for k in chosen)}", **base)
+
+
 def auto_samples(results: "Results", settings: "SelectionSettings") -> dict[str, list[float]]:
     """Eligible candidates' samples on the primary profile (node controls left out): the input of
     `next_pass`."""
@@ -259,12 +333,14 @@ LEGACY_AUTO_ALPHA = 0.01
 
 
 def pass_from_stored(stored: Sequence["TrialResult"], study: Study, grid: str, sweep_id: str, *,
-                     before: int | None = None, legacy: bool = False) -> PassPlan:
+                     before: int | None = None, rule: str = "current") -> PassPlan:
     """The next pass of `--repeats auto` from a sweep's stored trial results. `before=N` plans from
     the runs made before pass N alone: what pass N was planned to run, recomputed (the plan is a
-    function of those runs and the study, so it comes out as it did then). `legacy`: as the rule
-    before the alpha-spending one planned it (`LEGACY_AUTO_ALPHA` at every look, at most
-    `AUTO_MAX_PASSES` looks)."""
+    function of those runs and the study, so it comes out as it did then). `rule`: "current" (an
+    ordered grid's steps, else every trial against the leader by machine); the rules passes were
+    planned by before, for a stored pass they planned: "pooled" (every trial against the leader,
+    runs of all machines pooled: until 2026-12-07) and "legacy" (that, at `LEGACY_AUTO_ALPHA` at
+    every look, at most `AUTO_MAX_PASSES` looks: before the alpha-spending rule)."""
     from farm.analysis.records import records_from_trials  # records imports this module's neighbours
     from farm.analysis.select import settings_for
     from farm.errors import UserError
@@ -283,17 +359,30 @@ def pass_from_stored(stored: Sequence["TrialResult"], study: Study, grid: str, s
     # level of the look these runs are at): the plan and the report judge alike.
     _, looks = auto_look(records, settings.primary_profile, study.max_runs,
                          first_pass_runs(study, grid, settings.primary_profile))
+    names = {r.trial.id: r.trial.label for r in stored}
+    common = dict(passes_done=max((run.pass_index for run in runs), default=1), spent=len(runs),
+                  budget=default_budget(study.max_runs, first), margin=settings.equivalence_margin, names=names)
+    if rule == "current" and samples and settings.steps and settings.step_grid == grid:
+        # An ordered grid decides its steps (each against the one before), as its report does.
+        rows = step_decisions(records, settings, records.deciding_metric)
+        return next_step_pass([r.delta for r in rows if r.delta is not None],
+                              repeats_of={k: len(v) for k, v in samples.items()}, alpha=settings.alpha,
+                              max_passes=looks, unmeasured=[r.step for r in rows if r.trial is None], **common)
     # A later pass runs the primary profile alone (pass_trial): one run a repeat.
-    return next_pass(samples, cost_per_repeat={r.trial.id: 1 for r in stored},
-                     passes_done=max((run.pass_index for run in runs), default=1), spent=len(runs),
-                     budget=default_budget(study.max_runs, first),
-                     alpha=LEGACY_AUTO_ALPHA if legacy else settings.alpha,
-                     max_passes=AUTO_MAX_PASSES if legacy else looks,
-                     margin=settings.equivalence_margin, names={r.trial.id: r.trial.label for r in stored})
+    if rule == "legacy":
+        return next_pass(samples, cost_per_repeat={r.trial.id: 1 for r in stored}, alpha=LEGACY_AUTO_ALPHA,
+                         max_passes=AUTO_MAX_PASSES, **common)
+    if rule == "pooled":
+        return next_pass(samples, cost_per_repeat={r.trial.id: 1 for r in stored}, alpha=settings.alpha,
+                         max_passes=looks, **common)
+    _, blocks, controls = blocked_candidates(records, settings, records.deciding_metric)
+    return next_pass(samples, cost_per_repeat={r.trial.id: 1 for r in stored}, alpha=settings.alpha,
+                     max_passes=looks, blocks=blocks, controls=controls, **common)
 
 
 
-def unfinished_pass(stored: Sequence["TrialResult"], study: Study, grid: str, sweep_id: str) -> PassPlan | None:
+def unfinished_pass(stored: Sequence["TrialResult"], study: Study, grid: str, sweep_id: str,
+                    recorded: Mapping[int, Sequence[str]] | None = None) -> PassPlan | None:
     """The rest of the latest pass, when a lost machine (a GPU lease ending) stopped it after some of
     its trials: the trials its plan named that have no run of it yet. None when it was finished.
 
@@ -302,6 +391,29 @@ def unfinished_pass(stored: Sequence["TrialResult"], study: Study, grid: str, sw
     latest = max((run.pass_index for r in stored for run in r.runs), default=1)
     if latest < 2:
         return None
+    if recorded and latest in recorded:
+        # the pass's plan as recorded when it started (`recorded`: farm/store/searches.py): what it
+        # was to run, whatever budget this resume plans with
+        have = {r.trial.id for r in stored if any(run.pass_index == latest for run in r.runs)}
+        missing = [t for t in recorded[latest] if t not in have]
+        if not missing:
+            return None
+        names = {r.trial.id: r.trial.label for r in stored}
+        first = sum(1 for r in stored for run in r.runs if run.pass_index == 1)
+        return PassPlan(done=False, trials=missing, repeats=AUTO_STEP, runs=AUTO_STEP * len(missing),
+                        pass_index=latest, spent=sum(len(r.runs) for r in stored),
+                        budget=default_budget(study.max_runs, first),
+                        reason=f"pass {latest} was stopped before {len(missing)} of its {len(recorded[latest])} "
+                               f"trial(s) ran: {AUTO_STEP} more repeats for "
+                               f"{', '.join(names.get(t, t) for t in missing)} first")
+    # Not recorded (a sweep stored before passes were): the plan recomputed from the runs before it.
+    # A trial first started after pass `latest` began (a later resume's new trial or control copy)
+    # was no part of its plan: its first runs (pass 1 too) came after, and would otherwise make the
+    # finished pass look stopped before that trial.
+    began = [span.started_at for r in stored for span in r.held_spans() if span.pass_index == latest]
+    every = list(stored)
+    if began:
+        stored = [r for r in stored if r.started_at is None or r.started_at < min(began)]
     planned = pass_from_stored(stored, study, grid, sweep_id, before=latest)
     if planned.done or planned.pass_index != latest:
         return None
@@ -309,13 +421,15 @@ def unfinished_pass(stored: Sequence["TrialResult"], study: Study, grid: str, sw
     missing = [t for t in planned.trials if t not in have]
     if not missing:
         return None
-    # A sweep stored before the alpha-spending rule ran the passes the old rule planned (its first
-    # look was less strict, so it ran fewer trials): a pass that ran exactly that plan is finished.
-    old = pass_from_stored(stored, study, grid, sweep_id, before=latest, legacy=True)
-    if not old.done and old.pass_index == latest and set(old.trials) == have:
-        return None
-    spent = sum(len(r.runs) for r in stored)
-    names = {r.trial.id: r.trial.label for r in stored}
+    # A sweep stored under an earlier rule ran the passes that rule planned (before the alpha-spending
+    # rule the first look was less strict; before the step rule an ordered grid's trials were each
+    # judged against the leader, machines pooled): a pass that ran exactly such a plan is finished.
+    for rule in ("pooled", "legacy"):
+        old = pass_from_stored(stored, study, grid, sweep_id, before=latest, rule=rule)
+        if not old.done and old.pass_index == latest and set(old.trials) == have:
+            return None
+    spent = sum(len(r.runs) for r in every)
+    names = {r.trial.id: r.trial.label for r in every}
     return planned.model_copy(update={
         "trials": missing, "runs": planned.repeats * len(missing), "spent": spent,
         "reason": f"pass {latest} was stopped before {len(missing)} of its {len(planned.trials)} trial(s) ran: "

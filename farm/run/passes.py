@@ -52,6 +52,7 @@ class RepeatsAuto(BaseStrategy):
         # Judged as an auto sweep (alpha per look) even when called with a study that says otherwise.
         self.study = study if plan.is_auto(study.repeats) else study.model_copy(update={"repeats": "auto"})
         self.by_id = {t.id: t for t in ctx.trials}
+        self.finishing = False  # the plan at hand finishes a pass cut short (unfinished_pass)
 
     @classmethod
     def resume_note(cls, study: Study, grid: str, uri: str, sweep_id: str) -> tuple[str, bool]:
@@ -59,8 +60,11 @@ class RepeatsAuto(BaseStrategy):
         from farm.store.tracking import load_results  # mlflow: a resume's dry run reads its store
         from farm.study.grid import expand
 
+        from farm.store.searches import recorded_auto_passes
+
         stored = load_results(uri, sweep_id)
-        nxt = plan.unfinished_pass(stored, study, grid, sweep_id) or plan.pass_from_stored(stored, study, grid, sweep_id)
+        nxt = (plan.unfinished_pass(stored, study, grid, sweep_id, recorded_auto_passes(uri, sweep_id))
+               or plan.pass_from_stored(stored, study, grid, sweep_id))
         names = {t.id: t.label for t in expand(study, grid)} | {r.trial.id: r.trial.label for r in stored}
         text = "--repeats auto: " + (
             f"no further pass ({nxt.reason})" if nxt.done else
@@ -69,9 +73,20 @@ class RepeatsAuto(BaseStrategy):
         return readable_ids(text, names), not nxt.done
 
     def plan(self, stored: list[TrialResult], first: bool) -> plan.PassPlan:
+        from farm.store.searches import recorded_auto_passes  # mlflow: not at the registry's import
+
         # the rest of an interrupted pass comes first, once (it may fail again)
-        p = plan.unfinished_pass(stored, self.study, self.ctx.grid, self.ctx.sweep_id) if first else None
+        p = plan.unfinished_pass(stored, self.study, self.ctx.grid, self.ctx.sweep_id,
+                                 recorded_auto_passes(self.ctx.tracking_uri, self.ctx.sweep_id)) if first else None
+        self.finishing = p is not None
         return p if p is not None else plan.pass_from_stored(stored, self.study, self.ctx.grid, self.ctx.sweep_id)
+
+    def record(self, p: plan.PassPlan) -> None:
+        # A pass's plan as it starts; the rest of a pass cut short keeps the plan it had.
+        if not p.done and p.trials and not self.finishing:
+            from farm.store.searches import record_auto_pass
+
+            record_auto_pass(self.ctx.tracking_uri, self.ctx.sweep_id, p.pass_index, list(p.trials))
 
     def jobs(self, p: plan.PassPlan, stored: list[TrialResult], first: bool) -> list:
         primary = self.study.grid_primary_profile(self.ctx.grid)

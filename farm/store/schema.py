@@ -254,6 +254,14 @@ LOCAL_SEARCH_PLAN_ARTIFACT = "local_search.json"  # the search's plan, after eve
 HALVING_GPU_HOURS_TAG = "farm.halving_gpu_hours"  # "%.4f" of what the rungs spent
 HALVING_SUMMARY_ARTIFACT = "halving.md"  # what each rung spent, why each trial stopped
 HALVING_PLAN_ARTIFACT = "halving.json"  # the driver's last plan, once the sweep's rungs were done
+# The trials a pass of `--repeats auto` was planned to run, a JSON list of trial ids, tagged as the
+# pass starts: a resume finishes a pass cut short from what it was planned to run, not from a plan
+# recomputed under that resume's budget (which may differ). A sweep stored before has none.
+AUTO_PASS_TAG_PREFIX = "farm.auto_pass."
+
+
+def auto_pass_tag(pass_index: int) -> str:
+    return f"{AUTO_PASS_TAG_PREFIX}{pass_index}"
 
 
 def halving_rung_metric(rung: int) -> str:

@@ -4,7 +4,8 @@
 sweep's run with the strategy, its budget and a local search's start, so that `--resume` without
 --strategy continues as the sweep ran and `farm report` reads it as one; a local search records its
 per-trial price once (a resume and a report replay at it) and its plan after every job; halving
-records its last plan and what each rung spent. The memory-fit check (farm/run/memory.py) tags each
+records its last plan and what each rung spent; `--repeats auto` the trials each later pass is
+planned to run. The memory-fit check (farm/run/memory.py) tags each
 trial's child run with its predicted and reported KV-cache tokens, and its lines go to the sweep's
 run. A sweep stored before one of these records existed lacks it: each reader then says None.
 """
@@ -37,6 +38,30 @@ def stored_strategy(uri: str, sweep_id: str) -> tuple[str, float | None] | None:
         return None
     budget = tags.get(S.BUDGET_TAG) or None
     return tags[S.STRATEGY_TAG], float(budget) if budget else None
+
+
+# --------------------------------------------------------------------------------------
+# --repeats auto
+
+
+def record_auto_pass(uri: str, sweep_id: str, pass_index: int, trials: list[str]) -> None:
+    """The trials pass `pass_index` of `--repeats auto` is planned to run, as it starts."""
+    tracking.client(uri).set_tag(sweep_id, S.auto_pass_tag(pass_index), json.dumps(trials))
+
+
+def recorded_auto_passes(uri: str, sweep_id: str) -> dict[int, list[str]]:
+    """Each recorded pass's planned trials by pass number; empty for a sweep stored before they were
+    recorded (or one with no later pass)."""
+    out: dict[int, list[str]] = {}
+    for key, value in tracking.client(uri).get_run(sweep_id).data.tags.items():
+        if key.startswith(S.AUTO_PASS_TAG_PREFIX) and key[len(S.AUTO_PASS_TAG_PREFIX):].isdigit():
+            try:
+                trials = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(trials, list) and all(isinstance(t, str) for t in trials):
+                out[int(key[len(S.AUTO_PASS_TAG_PREFIX):])] = trials
+    return out
 
 
 # --------------------------------------------------------------------------------------

@@ -31,10 +31,13 @@ from farm.analysis.selection.rules import (
     Cell,
     Table,
     _ordered,
+    build_table,
     default_trial,
     delta_pct,
+    find_baseline,
     serve_command,
 )
+from farm.analysis.selection.stepwise import stepwise
 
 # --------------------------------------------------------------------------------------
 # comparison tables
@@ -358,18 +361,21 @@ def unseparated(table: Table, settings: SelectionSettings, recommended: str, ver
 
 
 def _step_significance(rows: list[StepRow], table: Table, settings: SelectionSettings, metric: str) -> None:
-    """Each kept or rejected step against the step it was judged against; Holm over the steps."""
+    """Each measured step against the step it builds on (an engine step against the fastest engine
+    on defaults); Holm over the steps. A step the replay skipped (it builds on one not kept) is
+    judged too: the question a seed step asks (does this flag help on top of the one before?) has
+    an answer whatever the replay kept, and `--repeats auto` refines exactly these decisions."""
     by_step = {r.step: r for r in rows}
     roots = [r for r in rows if r.after is None and r.verdict == "kept"]
     judged = []
     for row in rows:
-        if row.verdict not in ("kept", "rejected") or row.trial is None:
+        if row.verdict not in ("kept", "rejected", "skipped") or row.trial is None:
             continue
         other = by_step.get(row.after) if row.after else (roots[0] if roots and roots[0] is not row else None)
         if other is None or other.trial is None:
             continue
         a, b = table.get(row.trial, settings.primary_profile), table.get(other.trial, settings.primary_profile)
-        if a is None or b is None:
+        if a is None or b is None or not (a.eligible and b.eligible):
             continue
         row.delta = cell_diff_stat(table, a, b, metric, settings.alpha, settings.equivalence_margin)
         judged.append(row)
@@ -377,3 +383,27 @@ def _step_significance(rows: list[StepRow], table: Table, settings: SelectionSet
     for row in judged:
         d = row.delta
         row.significance = "cannot_tell" if d.significant is None else ("significant" if d.significant else "not_significant")
+
+
+def step_decisions(results: Results, settings: SelectionSettings, metric: str) -> list[StepRow]:
+    """The ordered steps as the report judges them: the stepwise replay, then each measured step
+    against the step it builds on, by machine, Holm over the steps. What `--repeats auto` refines
+    in a study of ordered steps (farm/analysis/plan.py), so the plan and the report decide alike."""
+    table = build_table(results, metric, settings.min_success_rate, settings.slo)
+    table.baseline = find_baseline(table, results, settings)
+    rows, _ = stepwise(table, results, settings, table.baseline)
+    _step_significance(rows, table, settings, metric)
+    return rows
+
+
+def blocked_candidates(results: Results, settings: SelectionSettings, metric: str
+                       ) -> tuple[dict[str, list[float]], dict[str, dict[str, list[float]]], list[fstats.Control]]:
+    """The primary profile's candidates as `profile_verdict` compares them: each trial's values, its
+    runs by machine (its copies' included) and the controls that may bridge machines, keyed by
+    trial id. What `--repeats auto` decides by when the grid has no ordered steps."""
+    table = build_table(results, metric, settings.min_success_rate, settings.slo)
+    table.baseline = find_baseline(table, results, settings)
+    cells = candidates_on(table, settings.primary_profile, metric)
+    key = {c.trial: c.trial for c in table.on(settings.primary_profile)}
+    return ({c.trial: c.values(metric) for c in cells}, {c.trial: side_blocks(table, c, metric) for c in cells},
+            _controls_less_copies(table, settings.primary_profile, metric, cells, key))

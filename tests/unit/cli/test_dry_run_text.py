@@ -72,10 +72,11 @@ def test_an_auto_resume_finishes_the_pass_a_lost_machine_stopped_before_the_next
     study = load_study(REPO / "configs/h200-dummy.yaml").model_copy(update={"repeats": "auto"})
     stored = load_results(uri, sweep)
     ran = {r.trial.label for r in stored if any(x.pass_index == 2 for x in r.runs)}
-    planned = plan.pass_from_stored(stored, study, "seed", sweep, before=2)
+    planned = plan.pass_from_stored(stored, study, "seed", sweep, before=2, rule="pooled")
     names = {r.trial.id: r.trial.label for r in stored}
-    # pass 2's plan, recomputed from the runs before it, is the one that ran: its first trials are
-    # those with pass-2 runs, leader first
+    # pass 2's plan, recomputed from the runs before it by the rule of its day (every trial against
+    # the leader, machines pooled), is the one that ran: its first trials are those with pass-2
+    # runs, leader first
     assert [names[t] for t in planned.trials[:3]] == ["step2_prefix_cache", "step3_performance_mode", "step1_quant_fp8"]
     assert ran == {"step2_prefix_cache", "step3_performance_mode", "step1_quant_fp8", "engine_vllm_default",
                    "step4_kv_cache_fp8"}
@@ -87,6 +88,13 @@ def test_an_auto_resume_finishes_the_pass_a_lost_machine_stopped_before_the_next
     rest = plan.unfinished_pass(before_step4, study, "seed", sweep)
     assert rest is not None and rest.pass_index == 2 and rest.repeats == 2
     assert [names[t] for t in rest.trials] == ["step4_kv_cache_fp8"]
+    # a pass whose plan was recorded as it started (farm/store/searches.py) is finished from that plan,
+    # whatever budget the resume plans with (here a smaller one than the sweep had)
+    planned_ids = [t for t in planned.trials]
+    poor = study.model_copy(update={"max_runs": 31})
+    recorded = plan.unfinished_pass(before_step4, poor, "seed", sweep, {2: planned_ids})
+    assert recorded is not None and recorded.pass_index == 2 and [names[t] for t in recorded.trials] == ["step4_kv_cache_fp8"]
+    assert plan.unfinished_pass(stored, poor, "seed", sweep, {2: planned_ids}) is None
 
     config = str(REPO / "configs/h200-dummy.yaml")
     proc = run_farm("sweep", "--config", config, "--grid", "seed", "--resume", sweep, "--tracking-uri", uri,
@@ -94,7 +102,11 @@ def test_an_auto_resume_finishes_the_pass_a_lost_machine_stopped_before_the_next
     assert proc.returncode == 0, proc.stderr
     assert ("--repeats auto: pass 3 runs the primary profile 2 more times on 5 trial(s), 10 runs"
             in proc.stdout), proc.stdout
-    assert "2 more repeats for step2_prefix_cache, step3_performance_mode" in proc.stdout
+    # pass 3 by today's rule: the seed's steps are the decisions (each against the step before,
+    # within a machine or through a control), and the four still open rerun both their trials
+    assert "4 step(s) open" in proc.stdout and "step2_prefix_cache vs step1_quant_fp8 (" in proc.stdout, proc.stdout
+    assert ("2 more repeats for step1_quant_fp8, engine_vllm_default, step2_prefix_cache, step3_performance_mode, "
+            "step4_kv_cache_fp8") in proc.stdout
     spent = sum(len(r.runs) for r in stored)
     short = run_farm("sweep", "--config", config, "--grid", "seed", "--resume", sweep, "--tracking-uri", uri,
                      "--repeats", "auto", "--run-budget", str(spent + 1), "--dry-run", cwd=tmp_path)

@@ -194,6 +194,7 @@ def test_the_mlflow_layout_is_the_one_stored_sweeps_have():
     assert (schema.HALVING_SUMMARY_ARTIFACT, schema.HALVING_PLAN_ARTIFACT, schema.LOCAL_SEARCH_PLAN_ARTIFACT,
             schema.MEMORY_FIT_ARTIFACT) == ("halving.md", "halving.json", "local_search.json", "memory_fit.md")
     assert schema.halving_rung_metric(2) == "halving/rung_2_gpu_hours"
+    assert schema.auto_pass_tag(3) == "farm.auto_pass.3"  # --repeats auto: a pass's planned trials
     assert schema.kv_check_tags(1000, 1010, -0.0099, 79) == {
         "farm.kv_tokens_predicted": "1000", "farm.kv_tokens_reported": "1010", "farm.kv_tokens_error_pct": "-0.99",
         "farm.running_requests_predicted": "79"}
