@@ -66,6 +66,24 @@ def summary_markdown(report: Report, *, heading: str | None = None, gpu_hours: f
         lead = sel.engine_lead
         if lead:
             doc.p(f"{lead.leader} leads {lead.runner_up} by {lead.total_tps_ahead_pct:.1f} %.")
+    _failed_and_unmeasured(doc, report)
+    if gpu_hours is not None:
+        doc.p(f"**GPU-hours**: {gpu_hours:.2f}" + (f" ({gpu_model})" if gpu_model else ""))
+    counts: dict[str, int] = {}
+    for w in report.warnings:
+        counts[w.code] = counts.get(w.code, 0) + 1
+    if counts:
+        doc.p("Checks: " + ", ".join(f"`{c}` x{n}" for c, n in counts.items()) + ".")
+    if report_path:
+        # the appendix and the plots sit beside it (farm/report/layout.py)
+        beside = report_path.rsplit("/", 1)[0] + "/" if "/" in report_path else ""
+        doc.p(f"The whole report: `{report_path}` (artifacts); every trial's row and every run's figures beside it in "
+              f"`{beside}{APPENDIX}`, the plots in `{beside}{PLOTS}/`.")
+    return doc.text()
+
+
+def _failed_and_unmeasured(doc: _Doc, report: Report) -> None:
+    """The summary's "Not measured" and "Failed" lines: each trial once, by its first such run."""
     failed: dict[str, RunRecord] = {}
     unmeasured: dict[str, RunRecord] = {}
     for r in report.results.records:
@@ -83,19 +101,6 @@ def summary_markdown(report: Report, *, heading: str | None = None, gpu_hours: f
         doc.items([f"`{r.label}`: {r.status.value}" + (f": {r.reason[:200]}" if r.reason else "") for r in failed.values()])
     else:
         doc.p("**Failed**: none.")
-    if gpu_hours is not None:
-        doc.p(f"**GPU-hours**: {gpu_hours:.2f}" + (f" ({gpu_model})" if gpu_model else ""))
-    counts: dict[str, int] = {}
-    for w in report.warnings:
-        counts[w.code] = counts.get(w.code, 0) + 1
-    if counts:
-        doc.p("Checks: " + ", ".join(f"`{c}` x{n}" for c, n in counts.items()) + ".")
-    if report_path:
-        # the appendix and the plots sit beside it (farm/report/layout.py)
-        beside = report_path.rsplit("/", 1)[0] + "/" if "/" in report_path else ""
-        doc.p(f"The whole report: `{report_path}` (artifacts); every trial's row and every run's figures beside it in "
-              f"`{beside}{APPENDIX}`, the plots in `{beside}{PLOTS}/`.")
-    return doc.text()
 
 
 def profile_numbers(report: Report) -> dict[str, dict[str, dict[str, float]]]:
