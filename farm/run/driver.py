@@ -22,7 +22,8 @@ from actors.bench import BenchActor, TrackingUnavailable, TrialJob
 from farm.run import estimate, metrics, passes, search
 from farm.run.ray_names import actor_name, sweep_namespace
 from farm.run.links import mlflow_run_link
-from farm.analysis import accelerator, plan, schedule, twins
+from farm.analysis import accelerator, schedule, twins
+from farm.analysis import plan as pass_plan
 from farm.run.memory import unfit_trials
 from farm.store import lease as sweep_lease, location, tracking
 from farm.store.mlflow_store import MlflowStore
@@ -30,9 +31,9 @@ from farm.engines import get_engine
 from farm.errors import UserError
 from farm.run.jobs import client_runtime_env, connect_client, is_client_address, tag_sweep_with_submission
 from farm.run.preflight import check_resume
+from farm.run.events import SweepEvents
 from farm.analysis.outcome import (TRANSIENT, Lost, lost_actor_detail, lost_actor_result, not_measurable_result,
                                    trial_not_measurable, should_retry)
-from farm.analysis.quality_runs import QualityJob
 from farm.analysis.quality_verdicts import quality_jobs
 from farm.analysis.results import Status, TrialResult
 from farm.secrets import redact_trial
@@ -317,33 +318,33 @@ def run_trials(jobs: list[TrialJob], *, max_in_flight: int, max_retries: int,
     return [final[j.trial.id] for j in jobs if j.trial.id in final]
 
 
-def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str, experiment: str,
-              address: str | None, resume: str | None, repeats: int | str, workdir: Path, command: str,
-              on_event: Callable[[str, TrialJob, TrialResult | None], None] = lambda *a: None,
-              on_sweep: Callable[[str], None] = lambda s: None,
-              on_pass: Callable[[plan.PassPlan], None] = lambda p: None,
-              on_ray: Callable[[str | None, bool], None] = lambda url, local: None,
-              on_schedule: Callable[[str], None] = lambda line: None,
-              only: set[str] | None = None, strategy: str = "grid", budget_gpu_hours: float | None = None,
-              pruned: dict[str, str] | None = None,
-              on_rung: Callable[[object], None] = lambda p: None,
-              on_accelerator: Callable[[str], None] = lambda line: None,
-              start: str | None = None, wait_lease: float = 0.0,
-              on_lease: Callable[[str], None] = lambda line: None,
-              quality_job: QualityJob | None = None, copies: Sequence[str] = ()) -> SweepOutcome:
-    """Run a sweep: every trial (`repeats` runs per profile, or 'auto'), the baseline once more on
-    every node when there are several (node controls), then the later passes of `--repeats auto`.
-    `on_schedule`: one line, where the scheduler's estimates come from (a scheduled grid only).
-    `on_accelerator`: one line, the GPU model `accelerator_type: auto` resolved to.
-    `wait_lease`: seconds a resume waits for another driver of the sweep to end (`on_lease`: one
-    line, when it waits). `quality_job`: the quality gate's task as the preflight read it
-    (farm/run/preflight.py's `check_sweep`); read here where not given. `copies` (`--control`, a
-    resume): trials the sweep measured, each run again first as a control on this resume's machine
-    (`<id>@control<k>`, never ranked; selection counts its runs as its trial's there)."""
+def run_sweep(plan, events: SweepEvents | None = None) -> SweepOutcome:
+    """Run a sweep as planned (`plan`: farm/run/sweep_plan.py's `SweepPlan`; not imported here, not
+    even for its type: that module runs the view, which runs this one, and farm's modules import one
+    another without a cycle, tests/unit/farm/test_layers.py): every trial (`repeats`
+    runs per profile, or 'auto'), the baseline once more on every node when there are several (node
+    controls), then the later passes of `--repeats auto`; or the study's strategy (halving, a local
+    search) with its budget and start. What happens is told to `events` (farm/run/events.py
+    `SweepEvents`; none shown where it is None): each trial job's progress, the sweep's id, Ray's
+    dashboard, where the scheduler's estimates come from (a scheduled grid only), the GPU model
+    `accelerator_type: auto` resolved to, a resume waiting for another driver (`plan.wait_lease`
+    seconds at most), each pass, rung or step planned. `plan.quality_job`: the quality gate's task as
+    the preflight read it (farm/run/preflight.py's `check_sweep`); read here where not given.
+    `plan.copies` (`--control`, a resume): trials the sweep measured, each run again first as a
+    control on this resume's machine (`<id>@control<k>`, never ranked; selection counts its runs as
+    its trial's there). The store defaults to `tracking.default_tracking_uri()`, the experiment to
+    the grid's."""
+    events = events if events is not None else SweepEvents()
+    study, grid, trials, resume, repeats = plan.study, plan.grid, plan.trials, plan.resume, plan.repeats
+    tracking_uri = plan.tracking_uri or tracking.default_tracking_uri()
+    experiment = plan.experiment or study.grid_experiment(grid)
+    address, workdir, command, only, copies = plan.address, plan.workdir, plan.command, plan.only, plan.copies
+    strategy, budget_gpu_hours, pruned, start = plan.strategy, plan.budget_gpu_hours, plan.pruned, plan.start
+    on_event = events.on_trial
 
     # One driver a sweep (farm/store/lease.py): a resume takes the sweep's lease (or is refused in
     # one line) before it reads which trials finished, so that no trial runs twice.
-    took = sweep_lease.take(tracking_uri, resume, wait_s=wait_lease, on_wait=on_lease) if resume else False
+    took = sweep_lease.take(tracking_uri, resume, wait_s=plan.wait_lease, on_wait=events.on_lease) if resume else False
     try:
         # An unknown or foreign sweep id is a user error: found before Ray starts.
         point = check_resume(tracking_uri, resume, study, grid, trials) if resume else None
@@ -357,7 +358,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
     # own parent run exists, which would otherwise be the study's latest.
     # the strategies this sweep runs, in order (farm/run/search.py): the grid's first pass, then
     # --repeats auto's passes; or halving, or the local search
-    chain = search.chain(strategy, plan.is_auto(repeats))
+    chain = search.chain(strategy, pass_plan.is_auto(repeats))
     scheduled = chain[0].schedules and not study.grids[grid].ordered and all(
         t.gpus for t in trials if only is None or t.id in only)
     measured, estimates = estimate.schedule_durations(tracking_uri, study, resume) if scheduled else (None, None)
@@ -380,7 +381,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         else:
             ctx = ray.init(address="local", log_to_driver=False)  # never join a cluster `ray start` left running here
             started_ray = True
-        on_ray(getattr(ctx, "dashboard_url", None), started_ray)  # a Ray Client context may have none
+        events.on_ray(getattr(ctx, "dashboard_url", None), started_ray)  # a Ray Client context may have none
     sweep_id: str | None = None
     heartbeat: tracking.Heartbeat | None = None
     # SIGTERM (a `kill`, Ray's job stop, a scheduler's preemption) ends the sweep as Ctrl-C does:
@@ -392,7 +393,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             # stored, so the sweep's study snapshot names the model its results were measured on.
             study, name = resolve_accelerator(study, trials)
             if name is not None:
-                on_accelerator(f"accelerator: {name} (from the cluster)")
+                events.on_accelerator(f"accelerator: {name} (from the cluster)")
                 if any(c.prunes_unfit for c in chain):  # the memory fit needs the GPU model
                     pruned = {**(pruned or {}), **unfit_trials(study, trials)}
             if point is not None:
@@ -425,9 +426,9 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
         # where the driver runs and its heartbeat: a driver killed outright leaves its sweep
         # "running", which the next command that reads it marks interrupted (tracking.interruption)
         heartbeat = tracking.Heartbeat(tracking_uri, sweep_id, lease=sweep_lease)
-        on_sweep(sweep_id)
+        events.on_sweep(sweep_id)
         if estimates:
-            on_schedule(estimates)
+            events.on_schedule(estimates)
         shared_cache = None if nothing_left else _compile_cache(study, sweep_id)
         # inside a Ray job: which job runs this sweep, and the sweep's MLflow link in the job's metadata
         tag_sweep_with_submission(tracking_uri, sweep_id, mlflow_run_link(tracking_uri, exp_id, sweep_id))
@@ -444,7 +445,7 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
             if t.id not in done and (only is None or t.node_control_of in only)]
 
         # trial id -> its quality job (issue 49), from the task the preflight read
-        gate = {} if nothing_left else quality_jobs(study, trials, quality_job)
+        gate = {} if nothing_left else quality_jobs(study, trials, plan.quality_job)
 
         def make_job(t: Trial, n: int, pass_index: int = 1) -> TrialJob:
             # A later pass of --repeats auto gets its own directory and run order, and is appended
@@ -482,9 +483,9 @@ def run_sweep(study: Study, grid: str, trials: list[Trial], *, tracking_uri: str
                                    experiment_id=exp_id, sweep_id=sweep_id, make_job=make_job,
                                    budget_gpu_hours=budget_gpu_hours, pruned=pruned, start=start,
                                    measured=search_durations, todo=todo, controls=controls,
-                                   first_repeats=plan.first_pass_repeats(repeats), schedule_at=measured,
+                                   first_repeats=pass_plan.first_pass_repeats(repeats), schedule_at=measured,
                                    scheduled=scheduled, stored=stored, resumed=point is not None)
-        announce = {"pass": on_pass, "rung": on_rung}
+        announce = {"pass": events.on_pass, "rung": events.on_rung}
 
         try:
             for kind in chain:  # each planned round by round from what MLflow holds (farm/run/search.py)

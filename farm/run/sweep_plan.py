@@ -61,7 +61,8 @@ class SweepOptions:
 class SweepPlan:
     """The sweep as it will run: the study with the options over its keys, the grid's trials (a
     local search's start among them), the store, where Ray is, the resume point, the part of the grid
-    to run now (`only`), the trials the memory fit prunes, and the strategy (the study's)."""
+    to run now (`only`), the trials the memory fit prunes, and the strategy (the study's). The driver
+    takes it as it is (farm/run/driver.py `run_sweep(plan, events)`)."""
 
     study: Study
     grid: str

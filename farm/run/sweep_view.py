@@ -16,6 +16,7 @@ from farm.analysis import capacity
 from farm.analysis.halving import RUNG_MARK
 from farm.analysis.outcome import LOG_EXPLAINS, NOT_MEASURED, success_floor
 from farm.run import terminal
+from farm.run.events import SweepEvents
 from farm.run.links import mlflow_run_link, mlflow_trials_link
 from farm.run.terminal import console
 from farm.analysis.results import Status, TrialResult
@@ -209,7 +210,7 @@ def _duration(seconds: float) -> str:
 
 def run_and_report(plan) -> None:
     """Run the sweep as planned (`plan`: farm/run/sweep_plan.py's `SweepPlan`, which imports this
-    module), showing its progress, then report it."""
+    module), showing its progress (the driver's events, farm/run/events.py), then report it."""
     from farm.run import driver  # ray and mlflow (seconds): not for --dry-run
     from farm.store import tracking  # mlflow, as above
 
@@ -221,99 +222,99 @@ def run_and_report(plan) -> None:
     state = {"done": 0, "t0": time.monotonic(), "total": len(trials) if only is None else len(only)}
     progress = Progress(study, grid, [t for t in trials if only is None or t.id in only], state["total"])
 
-    def on_sweep(sweep_id: str) -> None:
-        state["sweep"] = sweep_id
-        console.print(f"sweep [bold]{sweep_id}[/] - {state['total']} trial(s) of grid {grid}, {repeats} repeat(s); "
-                      f"tracking {uri}")
-        exp_id = tracking.sweep_experiment_id(uri, sweep_id)
-        local = "" if uri.startswith(("http://", "https://")) else f" (once `mlflow ui --backend-store-uri {uri}` runs)"
-        console.print(f"MLflow run: {mlflow_run_link(uri, exp_id, sweep_id)}{local}", markup=False)
-        console.print(f"its trials: {mlflow_trials_link(uri, exp_id, sweep_id)}", markup=False)
-
-    def on_schedule(line: str) -> None:
-        console.print(line, markup=False)  # where the order of trials comes from (farm/run/estimate.py)
-
-    def on_accelerator(line: str) -> None:
-        console.print(line, markup=False)  # the GPU model `accelerator_type: auto` resolved to
-
-    def on_ray(url: str | None, local: bool) -> None:
-        from farm.run.jobs import dashboard_line, dashboard_link, token_hint
-
-        link = dashboard_link(url)
-        if link:
-            console.print(dashboard_line(link, local=local, hint=token_hint()), markup=False)
-            state["dashboard_closes"] = local
-
-    def on_event(kind: str, job, result) -> None:
-        elapsed = time.monotonic() - state["t0"]
-        if kind == "started":
-            if job.trial.node_control_of and job.attempt == 1:
-                state["total"] += 1  # the baseline repeated on one node (a node control)
-                progress.total += 1
-            progress.started(job.trial)
-            console.print(f"[{elapsed:6.0f}s] start   {job.trial.label} ({flags_text(job.trial)}) attempt {job.attempt}")
-        elif kind == "retry":
-            progress.retried(job.trial)
-            console.print(f"[{elapsed:6.0f}s] retry   {job.trial.label}: {result.status.value} ({result.reason})",
-                          markup=False)
-        elif kind == "finished":
-            state["done"] += 1
-            progress.finished(job.trial, result.status == Status.ok)
-            primary = study.grid_primary_profile(grid)
-            tps = _primary_tps(result, primary)
-            extra = f"{tps[0]:,.0f} tok/s on {tps[1]}" if tps else (result.reason or "")
-            if study.profiles[primary].capacity is not None and result.runs_of(primary):
-                v = _capacity(study, primary, result)
-                extra = f"capacity {v.interval_text if v.capacity is None else f'{v.capacity:g}'} on {primary} " \
-                        f"({len(v.curve)} runs)"
-            console.print(f"[{elapsed:6.0f}s] [{state['done']}/{state['total']}] {result.status.value:<22} "
-                          f"{job.trial.label}" + (f": {extra}" if extra else ""))
-        elif kind == "pass_finished":
-            console.print(f"[{elapsed:6.0f}s] pass {job.order_seed + 1} {result.status.value:<15} {job.trial.label}: "
-                          f"{len(result.runs)} more run(s)")
-
-    def on_pass(p) -> None:
-        elapsed = time.monotonic() - state["t0"]
-        head = f"[{elapsed:6.0f}s] repeats auto, "
-        if p.done:
-            console.print(head + f"done after {p.pass_index - 1} pass(es), {p.spent} of {p.budget} runs: {p.reason}",
-                          markup=False)
-        else:
-            console.print(head + f"pass {p.pass_index} ({p.runs} runs, {p.spent} of {p.budget} spent): {p.reason}",
-                          markup=False)
-
     names = {t.id: t.label for t in trials}
     if strategy == "local" and start:  # the repaired trials a search races are named too
         from farm.run.local_search import search_trials
 
         names |= {t.id: t.label for t in search_trials(study, trials, [])}
 
-    def on_rung(p) -> None:  # a halving rung, or a step of a local search
-        elapsed = time.monotonic() - state["t0"]
-        p = p.model_copy(update={"reason": readable_ids(p.reason, names)})
-        what = "local search" if strategy == "local" else "halving"
-        spent = f"{p.spent_gpu_hours:.3f} of {p.budget_gpu_hours:g}" if p.budget_gpu_hours is not None else f"{p.spent_gpu_hours:.3f}"
-        if p.done:
-            console.print(f"[{elapsed:6.0f}s] {what} done, {spent} GPU-hours spent: {p.reason}", markup=False)
-        else:
-            console.print(f"[{elapsed:6.0f}s] {what} {p.reason} (~{p.estimate_gpu_hours:.3f} GPU-hours; "
-                          f"{spent} spent)", markup=False)
-        state["halving" if strategy != "local" else "local"] = p
+    class Shown(SweepEvents):
+        """The sweep's events as the terminal shows them (farm/run/events.py)."""
+
+        def on_sweep(self, sweep_id: str) -> None:
+            state["sweep"] = sweep_id
+            console.print(f"sweep [bold]{sweep_id}[/] - {state['total']} trial(s) of grid {grid}, {repeats} repeat(s); "
+                          f"tracking {uri}")
+            exp_id = tracking.sweep_experiment_id(uri, sweep_id)
+            local = "" if uri.startswith(("http://", "https://")) else f" (once `mlflow ui --backend-store-uri {uri}` runs)"
+            console.print(f"MLflow run: {mlflow_run_link(uri, exp_id, sweep_id)}{local}", markup=False)
+            console.print(f"its trials: {mlflow_trials_link(uri, exp_id, sweep_id)}", markup=False)
+
+        def on_schedule(self, line: str) -> None:
+            console.print(line, markup=False)  # where the order of trials comes from (farm/run/estimate.py)
+
+        def on_accelerator(self, line: str) -> None:
+            console.print(line, markup=False)  # the GPU model `accelerator_type: auto` resolved to
+
+        def on_lease(self, line: str) -> None:
+            console.print(line, markup=False)  # a resume waiting for the sweep's other driver to end
+
+        def on_ray(self, url: str | None, local: bool) -> None:
+            from farm.run.jobs import dashboard_line, dashboard_link, token_hint
+
+            link = dashboard_link(url)
+            if link:
+                console.print(dashboard_line(link, local=local, hint=token_hint()), markup=False)
+                state["dashboard_closes"] = local
+
+        def on_trial(self, kind: str, job, result) -> None:
+            elapsed = time.monotonic() - state["t0"]
+            if kind == "started":
+                if job.trial.node_control_of and job.attempt == 1:
+                    state["total"] += 1  # the baseline repeated on one node (a node control)
+                    progress.total += 1
+                progress.started(job.trial)
+                console.print(f"[{elapsed:6.0f}s] start   {job.trial.label} ({flags_text(job.trial)}) attempt {job.attempt}")
+            elif kind == "retry":
+                progress.retried(job.trial)
+                console.print(f"[{elapsed:6.0f}s] retry   {job.trial.label}: {result.status.value} ({result.reason})",
+                              markup=False)
+            elif kind == "finished":
+                state["done"] += 1
+                progress.finished(job.trial, result.status == Status.ok)
+                primary = study.grid_primary_profile(grid)
+                tps = _primary_tps(result, primary)
+                extra = f"{tps[0]:,.0f} tok/s on {tps[1]}" if tps else (result.reason or "")
+                if study.profiles[primary].capacity is not None and result.runs_of(primary):
+                    v = _capacity(study, primary, result)
+                    extra = f"capacity {v.interval_text if v.capacity is None else f'{v.capacity:g}'} on {primary} " \
+                            f"({len(v.curve)} runs)"
+                console.print(f"[{elapsed:6.0f}s] [{state['done']}/{state['total']}] {result.status.value:<22} "
+                              f"{job.trial.label}" + (f": {extra}" if extra else ""))
+            elif kind == "pass_finished":
+                console.print(f"[{elapsed:6.0f}s] pass {job.order_seed + 1} {result.status.value:<15} {job.trial.label}: "
+                              f"{len(result.runs)} more run(s)")
+
+        def on_pass(self, p) -> None:
+            elapsed = time.monotonic() - state["t0"]
+            head = f"[{elapsed:6.0f}s] repeats auto, "
+            if p.done:
+                console.print(head + f"done after {p.pass_index - 1} pass(es), {p.spent} of {p.budget} runs: {p.reason}",
+                              markup=False)
+            else:
+                console.print(head + f"pass {p.pass_index} ({p.runs} runs, {p.spent} of {p.budget} spent): {p.reason}",
+                              markup=False)
+
+        def on_rung(self, p) -> None:  # a halving rung, or a step of a local search
+            elapsed = time.monotonic() - state["t0"]
+            p = p.model_copy(update={"reason": readable_ids(p.reason, names)})
+            what = "local search" if strategy == "local" else "halving"
+            spent = (f"{p.spent_gpu_hours:.3f} of {p.budget_gpu_hours:g}" if p.budget_gpu_hours is not None
+                     else f"{p.spent_gpu_hours:.3f}")
+            if p.done:
+                console.print(f"[{elapsed:6.0f}s] {what} done, {spent} GPU-hours spent: {p.reason}", markup=False)
+            else:
+                console.print(f"[{elapsed:6.0f}s] {what} {p.reason} (~{p.estimate_gpu_hours:.3f} GPU-hours; "
+                              f"{spent} spent)", markup=False)
+            state["halving" if strategy != "local" else "local"] = p
 
     # Live progress for a person at a terminal only: never in --quiet or --json, nor into a pipe or a log.
     live = Live(get_renderable=lambda: Text(progress.line(), style="bold"), console=console, refresh_per_second=1,
                 transient=True) if terminal.live() else nullcontext()
     try:
         with live:
-            outcome = driver.run_sweep(study, grid, trials, tracking_uri=uri,
-                                       experiment=plan.experiment or study.grid_experiment(grid),
-                                       address=plan.address, resume=plan.resume, repeats=repeats, workdir=plan.workdir,
-                                       command=plan.command, on_event=on_event, on_sweep=on_sweep, on_pass=on_pass,
-                                       on_ray=on_ray, on_schedule=on_schedule, only=only, strategy=strategy,
-                                       budget_gpu_hours=plan.budget_gpu_hours, pruned=pruned, on_rung=on_rung,
-                                       on_accelerator=on_accelerator, start=start, wait_lease=plan.wait_lease,
-                                       on_lease=lambda line: console.print(line, markup=False),
-                                       quality_job=plan.quality_job, copies=plan.copies)
+            # the driver falls back on the default store as `uri` does, and on the grid's experiment
+            outcome = driver.run_sweep(plan, Shown())
     except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read
         console.print("interrupted" + ("; resume with:" if state.get("sweep") else " before the sweep started"))
         if state.get("sweep"):

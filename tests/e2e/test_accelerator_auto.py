@@ -31,6 +31,8 @@ def test_auto_runs_on_the_clusters_gpu_model_and_a_resume_on_another_is_refused(
     from farm.analysis.accelerator import resolved
     from farm.errors import UserError
     from farm.run import driver
+    from farm.run.events import SweepEvents
+    from farm.run.sweep_plan import SweepPlan
     from farm.store import tracking
     from farm.store.mlflow_store import MlflowStore
     from farm.study.grid import expand
@@ -41,20 +43,25 @@ def test_auto_runs_on_the_clusters_gpu_model_and_a_resume_on_another_is_refused(
     trials = expand(study, "g")
     assert [t.gpus for t in trials] == [1, 1]
     uri, said = f"sqlite:///{tmp_path / 'mlflow.db'}", []
-    run = dict(tracking_uri=uri, experiment=study.experiment_name, address=sim_cluster.address, repeats=1,
-               command="test_accelerator_auto", on_accelerator=said.append)
+    run = dict(study=study, grid="g", trials=trials, tracking_uri=uri, experiment=study.experiment_name,
+               address=sim_cluster.address, repeats=1, command="test_accelerator_auto")
+
+    class Said(SweepEvents):
+        def on_accelerator(self, line: str) -> None:
+            said.append(line)
+
     # a sweep of the same study and grid stored as measured on H100 (its parent run alone)
     _, on_h100 = tracking.start_sweep(uri, study.experiment_name, resolved(study, "H100"), "g", trials,
                                       command="elsewhere", repeats=1)
     sim_cluster.connect()
     try:
-        first = driver.run_sweep(study, "g", trials, resume=None, workdir=tmp_path / "runs-1", **run)
+        first = driver.run_sweep(SweepPlan(resume=None, workdir=tmp_path / "runs-1", **run), Said())
         with pytest.raises(UserError) as refused:
-            driver.run_sweep(study, "g", trials, resume=on_h100, workdir=tmp_path / "runs-2", **run)
+            driver.run_sweep(SweepPlan(resume=on_h100, workdir=tmp_path / "runs-2", **run), Said())
     finally:
         ray.shutdown()
     # the same sweep resumed with nothing left: no Ray, its report per the model it stored
-    again = driver.run_sweep(study, "g", trials, resume=first.sweep_id, workdir=tmp_path / "runs-3", **run)
+    again = driver.run_sweep(SweepPlan(resume=first.sweep_id, workdir=tmp_path / "runs-3", **run), Said())
 
     assert said == ["accelerator: H200 (from the cluster)"] * 2
     workers = {w.node_id for w in sim_cluster.workers}

@@ -89,6 +89,8 @@ def cluster_sweep(tmp_path_factory):
     from ray.cluster_utils import Cluster
 
     from farm.run import driver
+    from farm.run.events import SweepEvents
+    from farm.run.sweep_plan import SweepPlan
     from farm.study.grid import expand
     from farm.study.load import load_study
 
@@ -114,10 +116,14 @@ def cluster_sweep(tmp_path_factory):
         uri = f"sqlite:///{tmp / 'mlflow.db'}"
         observer = Observer(ports, uri, f"http://127.0.0.1:{dashboard_port}")
         observer.start()
-        outcome = driver.run_sweep(study, "placement", trials, tracking_uri=uri, experiment=study.experiment_name,
-                                   address=cluster.address, resume=None, repeats=1, workdir=tmp / "runs",
-                                   command="test_cluster_placement",
-                                   on_sweep=lambda sweep_id: setattr(observer, "sweep_id", sweep_id))
+        class Observed(SweepEvents):
+            def on_sweep(self, sweep_id: str) -> None:
+                observer.sweep_id = sweep_id
+
+        outcome = driver.run_sweep(SweepPlan(study=study, grid="placement", trials=trials, tracking_uri=uri,
+                                             experiment=study.experiment_name, address=cluster.address, resume=None,
+                                             repeats=1, workdir=tmp / "runs", command="test_cluster_placement"),
+                                   Observed())
         observer.stop.set()
         observer.join(timeout=30)
         # The driver (this process) keeps its metrics: read them once more, once Ray's endpoint

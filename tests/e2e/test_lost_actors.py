@@ -44,6 +44,8 @@ def lost(tmp_path_factory, sim_cluster):
     import ray
 
     from farm.run import driver
+    from farm.run.events import SweepEvents
+    from farm.run.sweep_plan import SweepPlan
     from farm.run.ray_names import actor_name
     from farm.study.grid import expand
     from farm.study.load import load_study
@@ -111,9 +113,13 @@ def lost(tmp_path_factory, sim_cluster):
     try:
         watcher = threading.Thread(target=incidents_thread, daemon=True)
         watcher.start()
-        outcome = driver.run_sweep(study, "three", trials, tracking_uri=uri, experiment="lost",
-                                   address=sim_cluster.address, resume=None, repeats=1, workdir=workdir,
-                                   command="test_lost_actors", on_event=on_event)
+        class Heard(SweepEvents):
+            def on_trial(self, kind, job, result) -> None:
+                on_event(kind, job, result)
+
+        outcome = driver.run_sweep(SweepPlan(study=study, grid="three", trials=trials, tracking_uri=uri, experiment="lost",
+                                             address=sim_cluster.address, resume=None, repeats=1, workdir=workdir,
+                                             command="test_lost_actors"), Heard())
         # the incidents recorded what they saw (an engine's end), each bounded by its own wait
         watcher.join(HANG_S)
         for thread in incident_threads:

@@ -25,6 +25,7 @@ def sweep(tmp_path_factory):
     from ray.cluster_utils import Cluster
 
     from farm.run import driver
+    from farm.run.sweep_plan import SweepPlan
     from farm.run.driver import ACTOR_CPUS
     from farm.study.grid import expand
     from farm.study.load import load_study
@@ -43,9 +44,10 @@ def sweep(tmp_path_factory):
                    for name in ("m1", "m2")}
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, log_to_driver=False)
-        outcome = driver.run_sweep(study, "blocks", trials, tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}",
-                                   experiment=study.experiment_name, address=cluster.address, resume=None,
-                                   repeats=3, workdir=tmp / "runs", command="test_machine_blocks")
+        outcome = driver.run_sweep(SweepPlan(study=study, grid="blocks", trials=trials,
+                                             tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}",
+                                             experiment=study.experiment_name, address=cluster.address, resume=None,
+                                             repeats=3, workdir=tmp / "runs", command="test_machine_blocks"))
         yield dict(outcome=outcome, study=study, tmp=tmp, node_of={w.node_id: n for n, w in workers.items()})
     finally:
         ray.shutdown()

@@ -21,6 +21,7 @@ def node_sweep(tmp_path_factory, sim_cluster):
     import ray
 
     from farm.run import driver
+    from farm.run.sweep_plan import SweepPlan
     from farm.study.grid import expand
     from farm.study.load import load_study
 
@@ -31,9 +32,9 @@ def node_sweep(tmp_path_factory, sim_cluster):
     sim_cluster.connect()
     try:
         uri = f"sqlite:///{tmp / 'mlflow.db'}"
-        outcome = driver.run_sweep(study, "nodes", trials, tracking_uri=uri, experiment=study.experiment_name,
-                                   address=sim_cluster.address, resume=None, repeats=2, workdir=tmp / "runs",
-                                   command="test_node_controls")
+        outcome = driver.run_sweep(SweepPlan(study=study, grid="nodes", trials=trials, tracking_uri=uri,
+                                             experiment=study.experiment_name, address=sim_cluster.address, resume=None,
+                                             repeats=2, workdir=tmp / "runs", command="test_node_controls"))
         yield dict(outcome=outcome, study=study, trials=trials, tmp=tmp,
                    workers={w.node_id for w in sim_cluster.workers})
     finally:

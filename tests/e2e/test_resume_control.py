@@ -27,6 +27,7 @@ def _piece(tmp: Path, machine: str, **kwargs):
 
     from farm.run import driver
     from farm.run.driver import ACTOR_CPUS
+    from farm.run.sweep_plan import SweepPlan
     from farm.study.grid import expand
     from farm.study.load import load_study
     from raynodes import LOOPBACK_ENV, set_env
@@ -39,9 +40,10 @@ def _piece(tmp: Path, machine: str, **kwargs):
                          env_vars={"FARM_CACHE_DIR": str(tmp / f"cache-{machine}")})
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, log_to_driver=False)
-        return study, driver.run_sweep(study, "steps", expand(study, "steps"), tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}",
-                                       experiment=study.experiment_name, address=cluster.address, repeats=3,
-                                       workdir=tmp / "runs", command="test_resume_control", **kwargs)
+        return study, driver.run_sweep(SweepPlan(study=study, grid="steps", trials=expand(study, "steps"),
+                                                 tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}",
+                                                 experiment=study.experiment_name, address=cluster.address, repeats=3,
+                                                 workdir=tmp / "runs", command="test_resume_control", **kwargs))
     finally:
         ray.shutdown()
         cluster.shutdown()

@@ -29,6 +29,8 @@ def test_compile_compatible_trials_run_on_one_node_in_sequence_and_start_warm(tm
     import ray
 
     from farm.run import driver
+    from farm.run.events import SweepEvents
+    from farm.run.sweep_plan import SweepPlan
     from farm.study.grid import expand
     from farm.study.load import load_study
 
@@ -38,14 +40,19 @@ def test_compile_compatible_trials_run_on_one_node_in_sequence_and_start_warm(tm
     uri, lines = f"sqlite:///{tmp_path / 'mlflow.db'}", []
     sim_cluster.connect()  # each worker node has a farm cache dir of its own: its own compile cache
     try:
-        outcome = driver.run_sweep(study, "groups", trials, tracking_uri=uri,
-                                   experiment=study.experiment_name, address=sim_cluster.address, resume=None,
-                                   repeats=1, workdir=tmp_path / "runs", command="test_schedule_placement",
-                                   on_schedule=lines.append)
+        class Lines(SweepEvents):
+            def on_schedule(self, line: str) -> None:
+                lines.append(line)
+
+        outcome = driver.run_sweep(SweepPlan(study=study, grid="groups", trials=trials, tracking_uri=uri,
+                                             experiment=study.experiment_name, address=sim_cluster.address, resume=None,
+                                             repeats=1, workdir=tmp_path / "runs", command="test_schedule_placement"),
+                                   Lines())
         # The next sweep of the study (one trial of it) is scheduled at what this one measured.
-        driver.run_sweep(study, "groups", trials, tracking_uri=uri, experiment=study.experiment_name,
-                         address=sim_cluster.address, resume=None, repeats=1, workdir=tmp_path / "runs-2",
-                         command="test_schedule_placement", on_schedule=lines.append, only={trials[0].id})
+        driver.run_sweep(SweepPlan(study=study, grid="groups", trials=trials, tracking_uri=uri,
+                                   experiment=study.experiment_name, address=sim_cluster.address, resume=None, repeats=1,
+                                   workdir=tmp_path / "runs-2", command="test_schedule_placement", only={trials[0].id}),
+                         Lines())
     finally:
         ray.shutdown()
     results = outcome.results

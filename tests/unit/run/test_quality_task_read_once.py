@@ -84,8 +84,8 @@ def test_farm_sweep_hands_the_job_it_read_to_the_driver(tmp_path, monkeypatch, r
 
     given: dict = {}
 
-    def run_sweep(*args, **kwargs):
-        given.update(kwargs)
+    def run_sweep(plan, events=None):
+        given["quality_job"] = plan.quality_job
         raise Started
 
     monkeypatch.setattr(driver, "run_sweep", run_sweep)
