@@ -135,34 +135,50 @@ def relative_difference(
     # From the summary statistics: scipy's raw-sample version warns on a constant side, which is a
     # legitimate case here (one side with zero variance).
     p = float(_st.ttest_ind_from_stats(ma, math.sqrt(va), na, mb, math.sqrt(vb), nb, equal_var=False).pvalue)
-    note = ""
     if method == "welch":
-        df = _welch_df(va, na, vb, nb)
-        t = float(_st.t.ppf(1 - alpha / 2, df))
-        ci = _fieller(ma, va / na, mb, vb / nb, t)
-        if ci is None:
-            note = "Fieller interval unbounded: the mean of b is not distinguishable from zero"
-            lo = hi = None
-        else:
-            lo, hi = ci[0] - 1, ci[1] - 1
+        lo, hi, note = _welch_interval(ma, va, na, mb, vb, nb, alpha)
     else:
-        rng = np.random.default_rng(seed)
-        ra = a[rng.integers(0, na, size=(n_resamples, na))].mean(axis=1)
-        rb = b[rng.integers(0, nb, size=(n_resamples, nb))].mean(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = ra / rb
-        ratio = ratio[np.isfinite(ratio)]
-        if ratio.size < n_resamples * 0.99:
-            note = "bootstrap interval not computed: resampled mean of b hit 0 too often"
-            lo = hi = None
-        else:
-            qlo, qhi = np.quantile(ratio, [alpha / 2, 1 - alpha / 2])
-            lo, hi = float(qlo) - 1, float(qhi) - 1
-        if min(na, nb) < 6:
-            note = (note + "; " if note else "") + (
-                f"bootstrap with n={min(na, nb)} understates the interval; Welch is the better choice")
+        lo, hi, note = _bootstrap_interval(a, b, alpha, seed, n_resamples)
     return Diff(**base, relative=rel, ci_low=lo, ci_high=hi, p_value=p, significant=p < alpha,
                 cannot_tell=False, note=note)
+
+
+def _welch_interval(ma: float, va: float, na: int, mb: float, vb: float, nb: int,
+                    alpha: float) -> tuple[float | None, float | None, str]:
+    """Method `welch`: Fieller's interval of the ratio of the means (Welch's degrees of freedom), as a
+    relative difference; no interval (and a note saying why) when it is unbounded."""
+    from scipy import stats as _st  # imported already by the caller's test; no new cost
+
+    df = _welch_df(va, na, vb, nb)
+    t = float(_st.t.ppf(1 - alpha / 2, df))
+    ci = _fieller(ma, va / na, mb, vb / nb, t)
+    if ci is None:
+        return None, None, "Fieller interval unbounded: the mean of b is not distinguishable from zero"
+    return ci[0] - 1, ci[1] - 1, ""
+
+
+def _bootstrap_interval(a: np.ndarray, b: np.ndarray, alpha: float, seed: int,
+                        n_resamples: int) -> tuple[float | None, float | None, str]:
+    """Method `bootstrap`: the percentile interval of the ratio of resampled means, as a relative
+    difference, and a note where it is not computed or understates the interval."""
+    na, nb = int(a.size), int(b.size)
+    note = ""
+    rng = np.random.default_rng(seed)
+    ra = a[rng.integers(0, na, size=(n_resamples, na))].mean(axis=1)
+    rb = b[rng.integers(0, nb, size=(n_resamples, nb))].mean(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = ra / rb
+    ratio = ratio[np.isfinite(ratio)]
+    if ratio.size < n_resamples * 0.99:
+        note = "bootstrap interval not computed: resampled mean of b hit 0 too often"
+        lo = hi = None
+    else:
+        qlo, qhi = np.quantile(ratio, [alpha / 2, 1 - alpha / 2])
+        lo, hi = float(qlo) - 1, float(qhi) - 1
+    if min(na, nb) < 6:
+        note = (note + "; " if note else "") + (
+            f"bootstrap with n={min(na, nb)} understates the interval; Welch is the better choice")
+    return lo, hi, note
 
 
 def _log_ratio(a: np.ndarray, b: np.ndarray, alpha: float, base: dict) -> Diff:
