@@ -249,6 +249,116 @@ def _describe(c: Comparison, alpha: float) -> str:
     return s
 
 
+def _check_arguments(candidates: Mapping[str, Samples], baseline: str | None, alpha: float,
+                     complexity: Mapping[str, int] | None) -> None:
+    """`compare_winner`'s arguments refused before anything is computed."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
+    if baseline is not None and baseline not in candidates:
+        raise ValueError(f"baseline {baseline!r} is not among the candidates {sorted(candidates)}")
+    if complexity is not None:
+        missing = sorted(set(candidates) - set(complexity))
+        if missing:
+            raise ValueError(f"complexity is missing for {missing}")
+
+
+def _summaries(candidates: Mapping[str, Samples], confidence: float) -> tuple[dict[str, Summary], dict[str, str]]:
+    """Each candidate with a finite sample summarized, and the others left out with the reason."""
+    excluded: dict[str, str] = {}
+    summaries: dict[str, Summary] = {}
+    for name, samples in candidates.items():
+        x, dropped = _clean(samples)
+        if x.size == 0:
+            excluded[name] = f"no finite samples ({dropped} non-finite)"
+            continue
+        summaries[name] = summarize(samples, confidence=confidence)
+    if not summaries:
+        raise ValueError("no candidate has a finite sample")
+    return summaries, excluded
+
+
+def _comparisons(leader: str, runner_up: str | None, base_ok: str | None, recommended: str,
+                 vs_leader: Mapping[str, Diff], alone: Mapping[str, Decided], *, alpha: float, margin: float,
+                 higher_is_better: bool) -> list[Comparison]:
+    """The verdict's comparisons: the leader against the runner-up and the baseline, Holm over the
+    testable ones; then against the recommended trial where it is neither."""
+    made: list[tuple[str, list]] = []
+    if runner_up is not None:
+        made.append((runner_up, ["runner_up"] + (["baseline"] if runner_up == base_ok else [])
+                     + (["recommended"] if runner_up == recommended else [])))
+    if base_ok is not None and base_ok not in (leader, runner_up):
+        made.append((base_ok, ["baseline"] + (["recommended"] if base_ok == recommended else [])))
+    testable = [k for k, _ in made if vs_leader[k].p_value is not None]
+    adjusted = dict(zip(testable, holm([vs_leader[k].p_value for k in testable])))
+    comparisons = [
+        Comparison(a=leader, b=k, roles=roles, diff=vs_leader[k], p_adjusted=adjusted.get(k),
+                   significant=None if k not in adjusted else adjusted[k] < alpha,
+                   decided=decide(vs_leader[k], p_adjusted=adjusted.get(k), alpha=alpha, margin=margin,
+                                  higher_is_better=higher_is_better, family=len(made)))
+        for k, roles in made
+    ]
+    if recommended not in (leader, runner_up, base_ok):
+        # The equivalence that makes a simpler trial the recommendation is part of the verdict. It is
+        # a claim of the same, not of a difference, so it stays out of Holm's family (its p unadjusted).
+        d = vs_leader[recommended]
+        comparisons.append(Comparison(a=leader, b=recommended, roles=["recommended"], diff=d, p_adjusted=d.p_value,
+                                      significant=None if d.p_value is None else d.p_value < alpha,
+                                      decided=alone[recommended]))
+    return comparisons
+
+
+def _decision(leader: str, runner_up: str | None, recommended: str, comparisons: Sequence[Comparison],
+              summaries: Mapping[str, Summary], *, margin: float, described: str,
+              simplest: str) -> tuple[VerdictDecision, str | None, str]:
+    """The verdict's decision, its winner (None unless one) and its reason, from the leader's
+    comparison with the runner-up (the first one made)."""
+    winner = None
+    if runner_up is None:
+        decision: VerdictDecision = "only_candidate"
+        reason = f"{leader} is the only trial with data; nothing to compare it with"
+    else:
+        run_cmp = comparisons[0]
+        outcome = run_cmp.decided.decision
+        if run_cmp.significant is None:
+            decision = "cannot_tell"
+            reason = (f"cannot tell: {leader} has the best mean but its lead over {runner_up} cannot be tested "
+                      f"(n={summaries[leader].n} vs n={summaries[runner_up].n}); recommending {recommended} by its "
+                      f"mean alone, unconfirmed. {described}")
+        elif outcome == "better":
+            decision, winner = "winner", leader
+            reason = f"{leader} wins: it is better than the runner-up{simplest}. {described}"
+        elif outcome == "equivalent":
+            decision = "equivalent"
+            reason = (f"equivalent: {leader} and the runner-up {runner_up} are the same within \u00b1{margin * 100:g} %"
+                      f"{simplest}. {described}")
+        else:
+            decision = "undecided"
+            reason = (f"undecided: {leader} leads {runner_up} by its mean, but the data neither separate them nor "
+                      f"prove them the same within \u00b1{margin * 100:g} % ({run_cmp.decided.why}); recommending "
+                      f"{recommended}{simplest}. {described}")
+    return decision, winner, reason
+
+
+def _notes(excluded: Mapping[str, str], baseline: str | None, base_ok: str | None) -> list[str]:
+    """What the reason adds at its end: the trials left out, a baseline with no data."""
+    notes = []
+    if excluded:
+        notes.append("excluded: " + "; ".join(f"{k} ({v})" for k, v in excluded.items()))
+    if baseline is not None and base_ok is None:
+        notes.append(f"baseline {baseline} has no data, so no comparison with it")
+    return notes
+
+
+def _simplest(leader: str, recommended: str, complexity: Mapping[str, int] | None, alone: Mapping[str, Decided],
+              margin: float) -> str:
+    """The reason's clause on a simpler trial recommended in the leader's place; empty where none is."""
+    if recommended == leader or complexity is None:
+        return ""
+    return (f"; {recommended} is the simplest of the trials equivalent to the leader within "
+            f"\u00b1{margin * 100:g} % ({complexity[recommended]} non-default flags vs {complexity[leader]} "
+            f"for {leader}): {alone[recommended].why}")
+
+
 def compare_winner(
     candidates: Mapping[str, Samples],
     *,
@@ -285,26 +395,9 @@ def compare_winner(
     the Holm-adjusted p-value, so an interval that just excludes zero can still be "not
     significant" when more than one comparison was made (the reason shows both).
     """
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
-    if baseline is not None and baseline not in candidates:
-        raise ValueError(f"baseline {baseline!r} is not among the candidates {sorted(candidates)}")
-    if complexity is not None:
-        missing = sorted(set(candidates) - set(complexity))
-        if missing:
-            raise ValueError(f"complexity is missing for {missing}")
+    _check_arguments(candidates, baseline, alpha, complexity)
     confidence = 1 - alpha
-
-    excluded: dict[str, str] = {}
-    summaries: dict[str, Summary] = {}
-    for name, samples in candidates.items():
-        x, dropped = _clean(samples)
-        if x.size == 0:
-            excluded[name] = f"no finite samples ({dropped} non-finite)"
-            continue
-        summaries[name] = summarize(samples, confidence=confidence)
-    if not summaries:
-        raise ValueError("no candidate has a finite sample")
+    summaries, excluded = _summaries(candidates, confidence)
 
     def cx(name: str) -> int | None:
         return None if complexity is None else int(complexity[name])
@@ -326,70 +419,18 @@ def compare_winner(
     equivalent = [leader] + [k for k in order[1:] if alone[k].decision == "equivalent"]
     recommended = leader if complexity is None else min(equivalent, key=lambda k: (complexity[k], order.index(k)))
 
-    # The comparisons made, Holm over the testable ones.
-    made: list[tuple[str, list]] = []
-    if runner_up is not None:
-        made.append((runner_up, ["runner_up"] + (["baseline"] if runner_up == base_ok else [])
-                     + (["recommended"] if runner_up == recommended else [])))
-    if base_ok is not None and base_ok not in (leader, runner_up):
-        made.append((base_ok, ["baseline"] + (["recommended"] if base_ok == recommended else [])))
-    testable = [k for k, _ in made if vs_leader[k].p_value is not None]
-    adjusted = dict(zip(testable, holm([vs_leader[k].p_value for k in testable])))
-    comparisons = [
-        Comparison(a=leader, b=k, roles=roles, diff=vs_leader[k], p_adjusted=adjusted.get(k),
-                   significant=None if k not in adjusted else adjusted[k] < alpha,
-                   decided=decide(vs_leader[k], p_adjusted=adjusted.get(k), alpha=alpha, margin=margin,
-                                  higher_is_better=higher_is_better, family=len(made)))
-        for k, roles in made
-    ]
-    if recommended not in (leader, runner_up, base_ok):
-        # The equivalence that makes a simpler trial the recommendation is part of the verdict. It is
-        # a claim of the same, not of a difference, so it stays out of Holm's family (its p unadjusted).
-        d = vs_leader[recommended]
-        comparisons.append(Comparison(a=leader, b=recommended, roles=["recommended"], diff=d, p_adjusted=d.p_value,
-                                      significant=None if d.p_value is None else d.p_value < alpha,
-                                      decided=alone[recommended]))
+    comparisons = _comparisons(leader, runner_up, base_ok, recommended, vs_leader, alone, alpha=alpha,
+                               margin=margin, higher_is_better=higher_is_better)
     ranking = [
         RankedCandidate(name=k, rank=i + 1, summary=summaries[k], complexity=cx(k), vs_leader=vs_leader.get(k),
                         vs_leader_decision=alone[k].decision if k in alone else None)
         for i, k in enumerate(order)
     ]
-    notes = []
-    if excluded:
-        notes.append("excluded: " + "; ".join(f"{k} ({v})" for k, v in excluded.items()))
-    if baseline is not None and base_ok is None:
-        notes.append(f"baseline {baseline} has no data, so no comparison with it")
+    notes = _notes(excluded, baseline, base_ok)
     described = "; ".join(_describe(c, alpha) for c in comparisons)
-    simplest = ""
-    if recommended != leader and complexity is not None:
-        simplest = (f"; {recommended} is the simplest of the trials equivalent to the leader within "
-                    f"\u00b1{margin * 100:g} % ({complexity[recommended]} non-default flags vs {complexity[leader]} "
-                    f"for {leader}): {alone[recommended].why}")
-
-    winner = None
-    if runner_up is None:
-        decision: VerdictDecision = "only_candidate"
-        reason = f"{leader} is the only trial with data; nothing to compare it with"
-    else:
-        run_cmp = comparisons[0]
-        outcome = run_cmp.decided.decision
-        if run_cmp.significant is None:
-            decision = "cannot_tell"
-            reason = (f"cannot tell: {leader} has the best mean but its lead over {runner_up} cannot be tested "
-                      f"(n={summaries[leader].n} vs n={summaries[runner_up].n}); recommending {recommended} by its "
-                      f"mean alone, unconfirmed. {described}")
-        elif outcome == "better":
-            decision, winner = "winner", leader
-            reason = f"{leader} wins: it is better than the runner-up{simplest}. {described}"
-        elif outcome == "equivalent":
-            decision = "equivalent"
-            reason = (f"equivalent: {leader} and the runner-up {runner_up} are the same within \u00b1{margin * 100:g} %"
-                      f"{simplest}. {described}")
-        else:
-            decision = "undecided"
-            reason = (f"undecided: {leader} leads {runner_up} by its mean, but the data neither separate them nor "
-                      f"prove them the same within \u00b1{margin * 100:g} % ({run_cmp.decided.why}); recommending "
-                      f"{recommended}{simplest}. {described}")
+    simplest = _simplest(leader, recommended, complexity, alone, margin)
+    decision, winner, reason = _decision(leader, runner_up, recommended, comparisons, summaries, margin=margin,
+                                         described=described, simplest=simplest)
     if notes:
         reason += " (" + "; ".join(notes) + ")"
     return Verdict(decision=decision, winner=winner, recommended=recommended, leader=leader, runner_up=runner_up,
