@@ -39,16 +39,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
 from farm.analysis.halving import FINAL_REPEATS, MIN_REQUESTS, RUNG_MARK, Rung
-from farm.analysis.outcome import FINISHED
+# The models, what a step measured and how it is judged, and the search in words live beside this
+# module; every name stays importable from here, where the report, the store and the driver read it.
+from farm.analysis.local_search_measured import _ended_without_runs, _judge, blocks_of, pooled, samples_of
+from farm.analysis.local_search_models import Judged, Neighbour, Repair, SearchPlan, Step, start_failure_text
+from farm.analysis.local_search_text import ending, judged_text, path_lines  # noqa: F401  (re-exported)
 from farm.analysis.results import Status, TrialResult
 from farm.analysis.stats import relative_difference
-from farm.analysis.stats.blocks import UNKNOWN, blocked_difference
-from farm.analysis.stats.verdict import DEFAULT_MARGIN, decide, holm
+from farm.analysis.stats.verdict import DEFAULT_MARGIN, holm
 from farm.strict import Strict
 from farm.study.repeats import FAMILY_ALPHA
 from farm.study.trial import Trial
@@ -101,37 +104,6 @@ def _ordered_values(axis: str, coords: Mapping[str, Mapping[str, Any]]) -> list[
     if not numbers or not all(_number(v) for v in numbers):
         return None
     return ([None] if None in values else []) + sorted(numbers)
-
-
-class Neighbour(Strict):
-    trial: str
-    axis: str = Field(description="The coordinate it changes (`knob:<name>`, `--<flag>`, model, engine).")
-    value: Any = Field(description="Its value there.")
-    was: Any = Field(default=None, description="The incumbent's value there.")
-
-
-class Repair(Strict):
-    """A trial that cannot start here, and the nearest configuration that does: the same
-    coordinates with its requests at once capped at the limit the engine named (after a failed
-    start) or the memory-fit model predicts (before any GPU time). The search races the repaired
-    trial in the original's place; the report labels it farm's repair."""
-
-    trial: str = Field(description="The trial as given (the user's command, where it is the start).")
-    repaired: str = Field(description="The repaired trial's id.")
-    knob: str = "max_running_requests"
-    value: int = Field(description="The knob's value in the repair.")
-    source: Literal["engine", "predicted"] = Field(description="engine: the limit its failed start named; predicted: "
-                                                   "the memory-fit model's, before any start.")
-    cause: str = Field(description="Why the trial as given does not start.")
-    gpu: str | None = Field(default=None, description="The GPU model it does not start on.")
-
-
-def start_failure_text(r: Repair, labels: Mapping[str, str] | None = None) -> str:
-    """'your command does not start on H100: <cause>' and what farm searched from instead."""
-    on = f" on {r.gpu}" if r.gpu else ""
-    how = "its start failed" if r.source == "engine" else "predicted before any start"
-    return (f"does not start{on} ({how}): {r.cause}; farm's repair: {r.knob} = {r.value:,}"
-            + (f" ({(labels or {}).get(r.repaired, r.repaired)})" if labels else ""))
 
 
 def neighbours(incumbent: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, Any]]) -> list[Neighbour]:
@@ -201,160 +173,9 @@ def final_rung(index: int, profiles: Sequence[str], primary: str, requests: Mapp
                 repeats=FINAL_REPEATS, alpha=FAMILY_ALPHA, primary=primary, last=True)
 
 
-class Judged(Strict):
-    """One neighbour against the incumbent in one step."""
-
-    neighbour: Neighbour
-    runs: int
-    relative_pct: float | None = None
-    ci_low_pct: float | None = None
-    ci_high_pct: float | None = None
-    p_holm: float | None = None
-    better: bool = Field(default=False, description="Significantly better by at least the margin: the search may move.")
-    decision: str | None = Field(default=None, description="better, worse, equivalent or undecided "
-                                 "(farm/analysis/stats/verdict.py decide), at the step's alpha and the study's margin.")
-    settled: bool = Field(default=False, description="Proven not better by more than the margin: the upper end of the "
-                          "ratio's (1 - 2 alpha) interval lies below 1 + margin.")
-    more_runs: int | None = Field(default=None, description="Neither better nor settled: runs each side still needs "
-                                  "at the current noise (None: none that can be said).")
-    why: str
-
-
-class Step(Strict):
-    """One step of the search: who raced, what each neighbour showed, where the search went."""
-
-    index: int
-    incumbent: str
-    race: list[str] = Field(description="Trial ids run this step, the incumbent first.")
-    alpha: float
-    incumbent_runs: int = 0
-    judged: list[Judged] = Field(default_factory=list)
-    combination: str | None = Field(default=None, description="Raced as the combination of the step before's winners.")
-    unraced: list[str] = Field(default_factory=list, description="Neighbours the budget did not pay for.")
-    outcome: str = Field(default="pending", description="moved, converged (each raced neighbour proven not better by "
-                         "more than the margin), undecided (one could not be told yet), failed, or pending (not measured "
-                         "yet).")
-    so_far: dict[str, list[float]] = Field(default_factory=dict, description="A pending step: the total tok/s of each "
-                                           "trial's runs measured so far.")
-    measured_nothing: dict[str, str] = Field(default_factory=dict, description="A pending step: the raced trials that "
-                                             "ran and measured nothing usable, each with its status and the reason.")
-    moved_to: str | None = None
-
-
-class SearchPlan(Strict):
-    """What to run next, or why the search is done; the path so far."""
-
-    start: str
-    incumbent: str
-    given_start: str | None = Field(default=None, description="The start as the user gave it, where it could not "
-                                    "start and `start` is farm's repair of it.")
-    repairs: list[Repair] = Field(default_factory=list, description="Trials raced in a repaired form (the start among them).")
-    steps: list[Step] = Field(default_factory=list)
-    done: bool = False
-    stop: str | None = Field(default=None, description="converged, budget, undecided, failed, or start_fails (the start cannot "
-                             "start and the study asks for no repair), once the search is over.")
-    reason: str = ""
-    rung: Rung | None = Field(default=None, description="What the next jobs run.")
-    trials: list[str] = Field(default_factory=list, description="Trial ids of the next jobs.")
-    final: bool = Field(default=False, description="The next jobs (or the done plan's last) are the final comparison.")
-    spent_gpu_hours: float = 0.0
-    spent_by_phase: dict[str, float] = Field(default_factory=dict, description="search / final -> GPU-hours.")
-    budget_gpu_hours: float | None = None
-    estimate_gpu_hours: float = 0.0
-
-
-def samples_of(results: Sequence[TrialResult], rung: Rung, min_success_rate: float = 0.0) -> dict[str, list[float]]:
-    """Trial id -> the total tok/s of its runs of `rung` (its primary, its pass)."""
-    return pooled(blocks_of(results, rung, min_success_rate))
-
-
-def pooled(blocks: Mapping[str, Mapping[str, list[float]]]) -> dict[str, list[float]]:
-    """Each trial's runs of every machine together (what a step's counts and means show)."""
-    return {t: [v for vs in by_machine.values() for v in vs] for t, by_machine in blocks.items()}
-
-
-def blocks_of(results: Sequence[TrialResult], rung: Rung, min_success_rate: float = 0.0) -> dict[str, dict[str, list[float]]]:
-    """Trial id -> machine key -> the total tok/s of its runs of `rung` there (`UNKNOWN` for runs that
-    recorded no machine): a step resumed on another lent machine is two machines' runs. A control's
-    runs (`node_control_of`: the incumbent raced again where the step resumed) are its trial's."""
-    out: dict[str, dict[str, list[float]]] = {}
-    for res in results:
-        for run in res.runs:
-            if run.pass_index != rung.index or run.profile != rung.primary:
-                continue
-            m = run.metrics
-            if run.status == Status.ok and m is not None and m.total_tps is not None and \
-                    (m.success_rate is None or m.success_rate >= min_success_rate):
-                # a control of a trial (the incumbent raced again where a step resumed) is that trial
-                who = res.trial.node_control_of or res.trial.id
-                out.setdefault(who, {}).setdefault(run.machine or UNKNOWN, []).append(float(m.total_tps))
-    return out
-
-
 def _ran(results: Sequence[TrialResult], index: int) -> set[str]:
     return {r.trial.id for r in results if any(run.pass_index == index for run in r.runs)
             or any(s.pass_index == index for s in r.spans)}
-
-
-def _judge(step: Step, nbrs: Mapping[str, Neighbour], samples: Mapping[str, list[float]],
-           margin: float = DEFAULT_MARGIN, blocks: Mapping[str, Mapping[str, list[float]]] | None = None,
-           ended: Mapping[str, str] | None = None) -> list[Judged]:
-    """Each raced neighbour against the incumbent. `blocks` (trial -> machine -> runs): the runs by
-    machine, so that a step whose trials ran on different machines (a resume on another lent GPU)
-    compares within a machine, never pooling the machines' runs (farm/analysis/stats/blocks.py).
-    `ended` (trial -> status and cause): neighbours whose failure is final (the engine refused the
-    configuration, e.g.): they are not run again, so no number of runs would make them better."""
-    base = samples.get(step.incumbent, [])
-    rows, tests = [], []
-    for tid in step.race[1:]:
-        n = nbrs[tid]
-        mine = samples.get(tid, [])
-        if not mine and tid in (ended or {}):
-            rows.append(Judged(neighbour=n, runs=0, decision="failed", settled=True,
-                               why=f"measured nothing ({ended[tid]}): not run again, so not a candidate"))
-            continue
-        if len(mine) < 2 or len(base) < 2:
-            rows.append(Judged(neighbour=n, runs=len(mine), why="no usable runs" if not mine else
-                               f"{len(mine)} run(s) against the incumbent's {len(base)}: no test"))
-            continue
-        if blocks is not None and tid in blocks and step.incumbent in blocks:
-            d = blocked_difference(blocks[tid], blocks[step.incumbent], confidence=1 - step.alpha)
-        else:
-            d = relative_difference(mine, base, method="log", confidence=1 - step.alpha)
-        if d.machines == "no_shared_control":
-            rows.append(Judged(neighbour=n, runs=len(mine), relative_pct=None if d.relative is None else d.relative * 100,
-                               decision="undecided",
-                               why=f"cannot be told from the incumbent: {d.machines_note}; the incumbent run again "
-                                   "on its machine would tell"))
-            continue
-        rows.append(Judged(neighbour=n, runs=len(mine), relative_pct=None if d.relative is None else d.relative * 100,
-                           ci_low_pct=None if d.ci_low is None else d.ci_low * 100,
-                           ci_high_pct=None if d.ci_high is None else d.ci_high * 100, why=""))
-        tests.append((len(rows) - 1, d))
-    adjusted = holm([d.p_value if d.p_value is not None else 1.0 for _, d in tests]) if tests else []
-    for (i, d), p in zip(tests, adjusted):
-        row = rows[i]
-        dec = decide(d, p_adjusted=p, alpha=step.alpha, margin=margin, family=len(tests))
-        better = dec.decision == "better" and (d.relative or 0) >= margin
-        settled = dec.eq_high is not None and dec.eq_high < margin
-        m = f"{margin * 100:g} %"
-        if better:
-            why = f"significantly better by at least {m} (Holm p = {p:.3g} < {step.alpha:.3g})"
-        elif settled and dec.decision == "equivalent":
-            why = f"equivalent within \u00b1{m} (its {(1 - 2 * step.alpha) * 100:g} % interval inside the margin)"
-        elif settled and dec.decision == "worse":
-            why = f"slower ({(d.relative or 0) * 100:+.1f} %, Holm p = {p:.3g})"
-        elif settled:
-            why = f"not better by {m} or more (its {(1 - 2 * step.alpha) * 100:g} % interval ends at " \
-                  f"{(dec.eq_high or 0) * 100:+.1f} %)"
-        elif dec.decision == "better":
-            why = f"significantly better but by less than {m} (Holm p = {p:.3g}); whether by {m} is open"
-        else:
-            more = "" if dec.more_runs is None else f": {dec.more_runs} more run(s) each would decide it"
-            why = f"cannot tell yet whether it is better by {m} (Holm p = {p:.3g}){more}"
-        rows[i] = row.model_copy(update={"p_holm": p, "better": better, "decision": dec.decision, "settled": settled,
-                                         "more_runs": None if better or settled else dec.more_runs, "why": why})
-    return rows
 
 
 def _held_gpu_hours(results: Sequence[TrialResult], index: int | None = None) -> float:
@@ -378,15 +199,12 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
     `repairs`: trials raced in a repaired form, already in `trials` and `coords` under the repaired
     id; where the start is one of them, `start` is the user's and the search starts from the
     repair, or stops at once with why when `repair_start` is off. `recorded_steps`: the steps of the
-    sweep's stored plan; a step it began is raced as it chose it there (see below)."""
+    sweep's stored plan; a step it began is raced as it chose it there (see `_race`)."""
     by_id = {t.id: t for t in trials}
     given, fixed = start, next((r for r in repairs if r.trial == start), None)
     spent = _held_gpu_hours(results)
     if fixed is not None and not repair_start:
-        return _with_spend(SearchPlan(start=start, incumbent=start, repairs=list(repairs), done=True, stop="start_fails",
-                                      budget_gpu_hours=budget_gpu_hours, spent_gpu_hours=spent,
-                                      reason=f"your command {start_failure_text(fixed)}; the study asks for no repair "
-                                             f"(repair_start: false), so the search stops here"), results)
+        return _start_fails(fixed, repairs, budget_gpu_hours, spent, results)
     if fixed is not None:
         start = fixed.repaired
     incumbent, raced = start, {start}
@@ -398,11 +216,7 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
     stop, reason = None, ""
     while True:
         rung = step_rung(index, primary, requests[primary])
-        nbrs = {n.trial: n for n in neighbours(incumbent, trials, coords) if n.trial not in raced}
-        if pending_combination and pending_combination not in nbrs and pending_combination != incumbent:
-            axis = ", ".join(sorted({k for k in coords[incumbent] if coords[incumbent][k] != coords[pending_combination].get(k)}))
-            nbrs[pending_combination] = Neighbour(trial=pending_combination, axis=axis or "combination",
-                                                  value="combined", was=None)
+        nbrs = _step_neighbours(incumbent, trials, coords, raced, pending_combination)
         ordered = sorted(nbrs, key=lambda t: by_id[t].index)
         if not ordered:
             steps_done = f" (step {index})" if steps else ""
@@ -413,23 +227,11 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
         # so a step resumed midway races the same trials).
         spent_before = sum(_held_gpu_hours(results, s.index) for s in steps)
         per_trial = _per_trial_cost(results, [s.index for s in steps], trial_estimate_gpu_hours["step"])
-        unraced: list[str] = []
-        began = next((s for s in recorded_steps if s.index == index and s.incumbent == incumbent
-                      and all(t in nbrs for t in s.race[1:])), None)
-        if began is not None:
-            # The sweep chose this step's race when it began it, with its machine's memory-fit model
-            # (which trials cannot start there) and its code's repairs: a resume or a report on another
-            # machine or version, where a trial the sweep ruled out looks raceable, races and shows
-            # the same trials (on the H100's search, a report here put a bf16 trial in the race).
-            ordered, unraced = list(began.race[1:]), [t for t in began.unraced if t in by_id]
-        elif budget_gpu_hours is not None:
-            fits = int((budget_gpu_hours - spent_before) / per_trial + 1e-9) if per_trial > 0 else len(ordered) + 1
-            if fits < 2:
-                stop, reason = "budget", (f"step {index} (~{per_trial:.2f} GPU-hours a trial, at least 2) does not fit "
-                                          f"what is left of the {budget_gpu_hours:g} GPU-hour budget "
-                                          f"({spent_before:.2f} spent)")
-                break
-            ordered, unraced = ordered[:fits - 1], ordered[fits - 1:]
+        ordered, unraced, over_budget = _race(index, incumbent, ordered, nbrs, recorded_steps, by_id,
+                                              budget_gpu_hours, spent_before, per_trial)
+        if over_budget is not None:
+            stop, reason = "budget", over_budget
+            break
         race = [incumbent] + ordered
         step = Step(index=index, incumbent=incumbent, race=race, alpha=rung.alpha, combination=pending_combination,
                     unraced=unraced)
@@ -443,56 +245,16 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
                 stop, reason = "failed", f"step {index}: the incumbent gave {usable} usable run(s){_why(results, incumbent)}"
                 break
         if not set(race) <= ran:
-            # Not measured (or only in part): the next jobs.
-            todo = [t for t in race if t not in ran]
-            estimate = per_trial * len(todo)
-            measured = samples_of(results, rung, min_success_rate)
-            nothing = {t: _why(results, t).removeprefix(" (").removesuffix(")") or "no usable run"
-                       for t in race if t in ran and t not in measured}
-            steps.append(step.model_copy(update={"so_far": {t: measured[t] for t in race if t in measured},
-                                                 "measured_nothing": nothing,
-                                                 "incumbent_runs": len(measured.get(incumbent, []))}))
-            left = f", {len(unraced)} left for want of budget" if unraced else ""
-            p = p.model_copy(update={"steps": steps, "incumbent": incumbent, "rung": rung, "trials": todo,
-                                     "estimate_gpu_hours": estimate,
-                                     "reason": f"step {index}: {incumbent} against {len(race) - 1} neighbour(s){left}"})
-            return _with_spend(p, results)
+            return _pending(p, steps, step, ran, rung, per_trial, results, min_success_rate)
         blocks = blocks_of(results, rung, min_success_rate)
         samples = pooled(blocks)
         step = step.model_copy(update={"incumbent_runs": len(samples.get(incumbent, [])),
                                        "judged": _judge(step, nbrs, samples, margin, blocks,
                                                         _ended_without_runs(results, race))})
         raced |= set(race)
-        if step.incumbent_runs < 2:
-            step = step.model_copy(update={"outcome": "failed"})
-            steps.append(step)
-            stop, reason = "failed", (f"step {index}: the incumbent gave {step.incumbent_runs} usable run(s)"
-                                      f"{_why(results, incumbent)}")
-            break
-        winners = sorted((j for j in step.judged if j.better), key=lambda j: -(j.relative_pct or 0))
-        m = f"{margin * 100:g} %"
-        open_ = [j for j in step.judged if not j.better and not j.settled]
-        if not winners and open_:
-            # Neither a move nor a proof: said as such, with what more runs would buy, never "converged".
-            step = step.model_copy(update={"outcome": "undecided"})
-            steps.append(step)
-            known = [j.more_runs for j in open_ if j.more_runs is not None]
-            more = f"; {max(known)} more run(s) each would decide {'it' if len(open_) == 1 else 'them'} at the current " \
-                   f"noise" if known and len(known) == len(open_) else ""
-            stop, reason = "undecided", (f"step {index}: no raced neighbour of {incumbent} is significantly better by "
-                                         f"{m}, but {len(open_)} cannot yet be told from it{more}")
-            break
-        if not winners and step.unraced:
-            step = step.model_copy(update={"outcome": "converged"})
-            steps.append(step)
-            stop, reason = "budget", (f"step {index}: no raced neighbour of {incumbent} is better by more than {m} "
-                                      f"(each proven), and {len(step.unraced)} were not raced for want of budget")
-            break
+        step, stop, reason, winners = _outcome(step, results, margin)
         if not winners:
-            step = step.model_copy(update={"outcome": "converged"})
             steps.append(step)
-            stop, reason = "converged", (f"step {index}: no neighbour of {incumbent} is better by more than {m} "
-                                         f"(each proven)")
             break
         best = winners[0].neighbour.trial
         pending_combination = combination(incumbent, [w.neighbour for w in winners], trials, coords)
@@ -502,27 +264,119 @@ def plan(start: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, 
         incumbent = best
         index += 1
     p = p.model_copy(update={"steps": steps, "incumbent": incumbent, "stop": stop})
-    # The final comparison: the start against the pick on every profile, unless they are one.
+    return _final(p, reason, results, profiles=profiles, primary=primary, requests=requests,
+                  final_gpu_hours=trial_estimate_gpu_hours["final"])
+
+
+def _start_fails(fixed: Repair, repairs: Sequence[Repair], budget_gpu_hours: float | None, spent: float,
+                 results: Sequence[TrialResult]) -> SearchPlan:
+    """The search stopped before its first step: the start does not start, and the study asks for no repair."""
+    start = fixed.trial
+    return _with_spend(SearchPlan(start=start, incumbent=start, repairs=list(repairs), done=True, stop="start_fails",
+                                  budget_gpu_hours=budget_gpu_hours, spent_gpu_hours=spent,
+                                  reason=f"your command {start_failure_text(fixed)}; the study asks for no repair "
+                                         f"(repair_start: false), so the search stops here"), results)
+
+
+def _step_neighbours(incumbent: str, trials: Sequence[Trial], coords: Mapping[str, Mapping[str, Any]],
+                     raced: set[str], pending_combination: str | None) -> dict[str, Neighbour]:
+    """The incumbent's neighbours not raced before, and the step before's combination of winners
+    where it is none of them."""
+    nbrs = {n.trial: n for n in neighbours(incumbent, trials, coords) if n.trial not in raced}
+    if pending_combination and pending_combination not in nbrs and pending_combination != incumbent:
+        axis = ", ".join(sorted({k for k in coords[incumbent] if coords[incumbent][k] != coords[pending_combination].get(k)}))
+        nbrs[pending_combination] = Neighbour(trial=pending_combination, axis=axis or "combination",
+                                              value="combined", was=None)
+    return nbrs
+
+
+def _race(index: int, incumbent: str, ordered: list[str], nbrs: Mapping[str, Neighbour],
+          recorded_steps: Sequence[Step], by_id: Mapping[str, Trial], budget_gpu_hours: float | None,
+          spent_before: float, per_trial: float) -> tuple[list[str], list[str], str | None]:
+    """The neighbours step `index` races (in grid order) and those the budget leaves out; and where
+    the budget pays for no step at all, why the search stops (else None)."""
+    began = next((s for s in recorded_steps if s.index == index and s.incumbent == incumbent
+                  and all(t in nbrs for t in s.race[1:])), None)
+    if began is not None:
+        # The sweep chose this step's race when it began it, with its machine's memory-fit model
+        # (which trials cannot start there) and its code's repairs: a resume or a report on another
+        # machine or version, where a trial the sweep ruled out looks raceable, races and shows
+        # the same trials (on the H100's search, a report here put a bf16 trial in the race).
+        return list(began.race[1:]), [t for t in began.unraced if t in by_id], None
+    if budget_gpu_hours is None:
+        return ordered, [], None
+    fits = int((budget_gpu_hours - spent_before) / per_trial + 1e-9) if per_trial > 0 else len(ordered) + 1
+    if fits < 2:
+        return ordered, [], (f"step {index} (~{per_trial:.2f} GPU-hours a trial, at least 2) does not fit "
+                             f"what is left of the {budget_gpu_hours:g} GPU-hour budget "
+                             f"({spent_before:.2f} spent)")
+    return ordered[:fits - 1], ordered[fits - 1:], None
+
+
+def _pending(p: SearchPlan, steps: list[Step], step: Step, ran: set[str], rung: Rung, per_trial: float,
+             results: Sequence[TrialResult], min_success_rate: float) -> SearchPlan:
+    """A step not measured (or only in part): its trials still to run are the next jobs."""
+    race, incumbent = step.race, step.incumbent
+    todo = [t for t in race if t not in ran]
+    estimate = per_trial * len(todo)
+    measured = samples_of(results, rung, min_success_rate)
+    nothing = {t: _why(results, t).removeprefix(" (").removesuffix(")") or "no usable run"
+               for t in race if t in ran and t not in measured}
+    steps.append(step.model_copy(update={"so_far": {t: measured[t] for t in race if t in measured},
+                                         "measured_nothing": nothing,
+                                         "incumbent_runs": len(measured.get(incumbent, []))}))
+    left = f", {len(step.unraced)} left for want of budget" if step.unraced else ""
+    p = p.model_copy(update={"steps": steps, "incumbent": incumbent, "rung": rung, "trials": todo,
+                             "estimate_gpu_hours": estimate,
+                             "reason": f"step {step.index}: {incumbent} against {len(race) - 1} neighbour(s){left}"})
+    return _with_spend(p, results)
+
+
+def _outcome(step: Step, results: Sequence[TrialResult],
+             margin: float) -> tuple[Step, str | None, str, list[Judged]]:
+    """A judged step's winners, best first, where the search moves; else the step with its outcome
+    (failed, undecided, converged), why the search stops there and the reason it gives."""
+    index, incumbent = step.index, step.incumbent
+    if step.incumbent_runs < 2:
+        return step.model_copy(update={"outcome": "failed"}), "failed", (
+            f"step {index}: the incumbent gave {step.incumbent_runs} usable run(s){_why(results, incumbent)}"), []
+    winners = sorted((j for j in step.judged if j.better), key=lambda j: -(j.relative_pct or 0))
+    if winners:
+        return step, None, "", winners
+    m = f"{margin * 100:g} %"
+    open_ = [j for j in step.judged if not j.better and not j.settled]
+    if open_:
+        # Neither a move nor a proof: said as such, with what more runs would buy, never "converged".
+        known = [j.more_runs for j in open_ if j.more_runs is not None]
+        more = f"; {max(known)} more run(s) each would decide {'it' if len(open_) == 1 else 'them'} at the current " \
+               f"noise" if known and len(known) == len(open_) else ""
+        return step.model_copy(update={"outcome": "undecided"}), "undecided", (
+            f"step {index}: no raced neighbour of {incumbent} is significantly better by "
+            f"{m}, but {len(open_)} cannot yet be told from it{more}"), []
+    step = step.model_copy(update={"outcome": "converged"})
+    if step.unraced:
+        return step, "budget", (f"step {index}: no raced neighbour of {incumbent} is better by more than {m} "
+                                f"(each proven), and {len(step.unraced)} were not raced for want of budget"), []
+    return step, "converged", f"step {index}: no neighbour of {incumbent} is better by more than {m} (each proven)", []
+
+
+def _final(p: SearchPlan, reason: str, results: Sequence[TrialResult], *, profiles: Sequence[str], primary: str,
+           requests: Mapping[str, int], final_gpu_hours: float) -> SearchPlan:
+    """The search over (`p`: its steps, its pick, why it stopped): the final comparison, the start
+    against the pick on every profile, unless they are one."""
+    start, incumbent = p.start, p.incumbent
     if incumbent == start:
-        tail = {"failed": "", "undecided": "; the start stays until more runs tell"}.get(stop or "", "; nothing beat the start")
+        tail = {"failed": "", "undecided": "; the start stays until more runs tell"}.get(p.stop or "", "; nothing beat the start")
         return _with_spend(p.model_copy(update={"done": True, "reason": reason + tail}), results)
-    final = final_rung(max(s.index for s in steps) + 1, profiles, primary, requests)
+    final = final_rung(max(s.index for s in p.steps) + 1, profiles, primary, requests)
     ran = _ran(results, final.index)
     todo = [t for t in (start, incumbent) if t not in ran]
     if todo:
-        estimate = trial_estimate_gpu_hours["final"] * len(todo)
+        estimate = final_gpu_hours * len(todo)
         return _with_spend(p.model_copy(update={"rung": final, "trials": todo, "final": True,
                                                 "estimate_gpu_hours": estimate, "reason": reason + (
             f"; the final comparison: the start against {incumbent} on every profile")}), results)
     return _with_spend(p.model_copy(update={"done": True, "final": True, "rung": final, "reason": reason}), results)
-
-
-def _ended_without_runs(results: Sequence[TrialResult], race: Sequence[str]) -> dict[str, str]:
-    """Raced trials whose last attempt failed for good (a status resume does not run again), with the
-    status and its cause."""
-    last = {r.trial.id: r for r in results if r.trial.id in race}
-    return {t: f"{r.status.value}: {r.reason}" if r.reason else r.status.value
-            for t, r in last.items() if r.status != Status.ok and r.status in FINISHED}
 
 
 def _why(results: Sequence[TrialResult], trial: str) -> str:
@@ -599,81 +453,3 @@ def final_comparison(p: SearchPlan, results: Sequence[TrialResult], confidence: 
     return rows
 
 
-def _axis_text(n: Neighbour) -> str:
-    def show(v: Any) -> str:
-        if v is None:
-            return "default"
-        if isinstance(v, tuple):
-            return "{" + ", ".join(f"{k}: {show(x)}" for k, x in v) + "}" if v and isinstance(v[0], tuple) else str(v)
-        return str(v)
-
-    axis = n.axis.removeprefix("knob:")
-    if n.value == "combined":
-        return f"{axis} combined"
-    return f"{axis} {show(n.was)} -> {show(n.value)}"
-
-
-def judged_text(j: Judged) -> str:
-    if j.relative_pct is None:
-        return f"{_axis_text(j.neighbour)}: {j.why}"
-    ci = "" if j.ci_low_pct is None else f" [{j.ci_low_pct:+.1f}, {j.ci_high_pct:+.1f}]"
-    return f"{_axis_text(j.neighbour)}: {j.relative_pct:+.1f} %{ci}, {j.why}"
-
-
-def path_lines(p: SearchPlan, labels: Mapping[str, str] | None = None) -> list[str]:
-    """The search's path, one line a step and one per neighbour, then where it ended and why."""
-    labels = labels or {}
-    name = lambda t: labels.get(t, t)  # noqa: E731
-    budget = "no budget" if p.budget_gpu_hours is None else f"budget {p.budget_gpu_hours:g} GPU-hours"
-    out = [f"local search from {name(p.start)} ({budget}, {p.spent_gpu_hours:.3f} GPU-hours spent: "
-           + ", ".join(f"{k} {v:.3f}" for k, v in p.spent_by_phase.items()) + ")"]
-    # The start's repair and those of the trials raced, each in full; the rest of the grid's, counted.
-    raced = {t for s in p.steps for t in s.race}
-    shown = sorted((r for r in p.repairs if r.trial == (p.given_start or p.start) or r.repaired in raced),
-                   key=lambda r: r.trial != (p.given_start or p.start))  # the user's command first
-    for r in shown:
-        who = "your command" if r.trial == (p.given_start or p.start) else name(r.trial)
-        out.append(f"  {who} {start_failure_text(r)}")
-    if len(p.repairs) > len(shown):
-        out.append(f"  {len(p.repairs) - len(shown)} other trial(s) of the grid cannot start here either; the search "
-                   f"would race them repaired the same way")
-    for s in p.steps:
-        head = f"  step {s.index} (alpha {s.alpha:.3g}, Holm over {len(s.race) - 1}): {name(s.incumbent)} ({s.incumbent_runs} runs)"
-        nothing = f", {len(s.measured_nothing)} measured nothing" if s.measured_nothing else ""
-        pending = (f" -> under way: {len(s.so_far)} of {len(s.race)} trials measured{nothing}" if s.so_far
-                   else " -> not measured yet")
-        out.append(head + {"moved": f" -> moved to {name(s.moved_to or '')}", "converged": " -> stays: converged",
-                           "failed": " -> failed", "pending": pending,
-                           "undecided": " -> stays: undecided (more runs would tell)"}[s.outcome])
-        out += [f"    {name(j.neighbour.trial)}: {judged_text(j)}" for j in s.judged]
-        out += [f"    {name(t)}: {len(v)} run(s) so far, mean {sum(v) / len(v):,.0f} total tok/s" for t, v in s.so_far.items()]
-        out += [f"    {name(t)}: measured nothing ({why})" for t, why in s.measured_nothing.items()]
-        if s.unraced:
-            out.append(f"    not raced (budget): {', '.join(name(t) for t in s.unraced)}")
-    if (end := ending(p, labels)) is not None:
-        out.append(f"  {end}")
-    return out
-
-
-def ending(p: SearchPlan, labels: Mapping[str, str] | None = None) -> str | None:
-    """Where an ended search stopped, why, and what it answers (None while it runs): the path's last
-    line, and the sweep's reason for no recommendation when it answers nothing."""
-    if not p.done:
-        return None
-    labels = labels or {}
-    name = lambda t: labels.get(t, t)  # noqa: E731
-    ended = {"converged": "no neighbour is better by more than the margin", "budget": "the budget ran out",
-             "undecided": "a neighbour could not be told from the incumbent",
-             "failed": "a step measured nothing usable",
-             "start_fails": "your command does not start here"}.get(p.stop or "", p.stop or "")
-    if p.stop == "start_fails" or (p.stop == "failed" and len(p.steps) == 1 and p.incumbent == p.start):
-        verdict = "no answer: the start measured nothing"
-    elif p.stop == "undecided" and p.incumbent == p.start:
-        verdict = ("no answer yet: the start stays until more runs tell" if p.given_start is None else
-                   f"no answer yet: farm's repair of your command ({name(p.start)}) stays until more runs tell")
-    elif p.incumbent == p.start:
-        verdict = ("nothing beat the start: it is the answer" if p.given_start is None else
-                   f"nothing beat farm's repair of your command ({name(p.start)}): it is the answer")
-    else:
-        verdict = f"farm's pick: {name(p.incumbent)}"
-    return f"ended: {ended} ({p.reason}); {verdict}"
