@@ -2,81 +2,40 @@
 
 `TrialRunner` is plain Python (usable and testable without Ray); `BenchActor` is the Ray actor
 that holds the trial's GPUs and wraps it. One engine start per trial; the prefix cache is reset
-before every benchmark run; the engine never outlives the runner (process group + watchdog).
-"""
+before every benchmark run; the engine never outlives the runner (process group + watchdog)."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import random
-import shutil
 import socket
 import subprocess
 import threading
 import time
 from pathlib import Path
 
-import httpx
 import ray
-from ray.exceptions import RayError
-from pydantic import BaseModel, ConfigDict, Field
 
-from actors import bench_client, client_host, compile_cache, machine, microbench
+from actors import bench_client, compile_cache, machine, microbench, trial_compile_cache
 from actors.datasets import DatasetMissing, prepare_sharegpt
+from actors.engine_probes import engine_counters, engine_python, engine_version, reset_prefix_cache
+from actors.node import _fresh_dir, _gpu_name, _guidellm_version, _node_client_host, _node_id, _node_ip, _node_label
 from actors.quality_eval import run_quality
+from actors.trial_job import TrialJob as TrialJob  # its own module now; the driver and tests import it here
 from farm.engines import get_engine
 from farm.engines.base import Failure, redact_args
-from actors.proc import (EngineEnvError, EngineExited, EngineProcess, ReadyTimeout, clean_env, expand_env, free_port,
-                       tail)
+from actors.proc import EngineEnvError, EngineExited, EngineProcess, ReadyTimeout, clean_env, expand_env, free_port, tail
 from farm.analysis import capacity, outcome
-from farm.analysis.quality_runs import QualityJob
-from farm.analysis.twins import Twin, same_server
+from farm.analysis.twins import same_server
 from farm.analysis.results import (ProfileRun, ReportError, Status, TrialResult, WarmupRun, benchmark_window,
                                    parse_report, slim_report, steady_of, stopped_by_time_limit)
 from farm.secrets import redact_flags, scrub, secret_values
-from farm.study.spec import EngineSpec, ProfileSpec
+from farm.study.spec import ProfileSpec
 from actors.tokenizer import cache_dir, resolve_tokenizer
 from actors.warmup import warm
-from farm.study.trial import Trial
 
 LOG_TAIL_LINES = 60
-
-
-class TrialJob(BaseModel):
-    """Everything an actor needs to run one trial; travels from the driver as one object."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    sweep_id: str
-    trial: Trial
-    engine_spec: EngineSpec
-    profiles: dict[str, ProfileSpec]
-    repeats: int = 1
-    min_success_rate: float = 0.99
-    workdir: str = Field(description="Root for this node's artifacts; the trial gets a subdirectory.")
-    attempt: int = 1
-    first_pass: bool = Field(default=True, description="False for a later pass of --repeats auto.")
-    search_capacity: bool | None = Field(
-        default=None, description="Whether the job runs its capacity profiles' searches; None: on the first pass "
-                                  "only. A halving rung or a local search's final comparison that brings a trial's "
-                                  "capacity profile for the first time says True.")
-    order_seed: int = 0
-    tracking_uri: str | None = None
-    experiment_id: str | None = None
-    parent_run_id: str | None = None
-    previous_attempts: list[str] = Field(default_factory=list, description="Earlier attempts that failed transiently.")
-    compile_cache: str | None = Field(default=None, description="Where compile caches are shared: `ray:NAME` (the "
-                                      "sweep's registry actor) or a directory every node sees; None: the node's alone.")
-    twins: list[Twin] = Field(default_factory=list, description="Finished trials of the sweep this one could turn "
-                                    "out to run the same server as (farm/analysis/twins.py): compared once it is ready.")
-    client_hosts: str | None = Field(default=None, description="The Ray namespace where the driver started a guidellm "
-                                     "client host on each node (actors/client_host.py); None: each trial starts its "
-                                     "own client.")
-    quality: QualityJob | None = Field(default=None, description="The quality gate's items this trial answers through "
-                                       "its own server after its throughput runs (farm/analysis/quality_verdicts.py); "
-                                       "None: it answers none (not gated, a later pass, no quality section).")
 
 
 class TrackingUnavailable(RuntimeError):
@@ -114,37 +73,6 @@ class TrialRunner:
         status, reason = outcome.engine_failure(self._classified(), default, default_reason)
         return status, scrub(reason, self._secrets)
 
-    def _reset_cache(self, base_url: str) -> bool | None:
-        if not self.engine.reset_cache_path:
-            return None
-        try:
-            resp = httpx.post(base_url + self.engine.reset_cache_path, timeout=30)
-            return resp.status_code < 300
-        except httpx.HTTPError:
-            return False
-
-    def _counters(self, base_url: str) -> dict[str, float]:
-        if not (self.engine.metrics_path and self.engine.counters):
-            return {}
-        try:
-            resp = httpx.get(base_url + self.engine.metrics_path, timeout=10)
-            return self.engine.parse_counters(resp.text) if resp.status_code == 200 else {}
-        except httpx.HTTPError:
-            return {}
-
-    def _version(self, env: dict[str, str]) -> str | None:
-        own = self.engine.own_version(self.job.engine_spec)
-        if own is not None:
-            return own
-        cmd = self.engine.version_command(self.job.engine_spec)
-        if not cmd:
-            return None
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
-            return self.engine.parse_version(out.stdout + out.stderr)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-
     def _data_files(self, tokenizer: str) -> dict[str, Path | None]:
         files: dict[str, Path | None] = {}
         for name in self.job.trial.profiles:
@@ -170,39 +98,9 @@ class TrialRunner:
         caches = {k: v for k, v in self.engine.cache_env(self._group_dir, trial.all_flags).items() if k not in wanted}
         if caches and self._group:
             reported["compile_cache_group"] = self._group
-            self._pull(reported)
+            trial_compile_cache.pull(self.job.compile_cache, self._group, self._group_dir, reported, self._secrets)
         cold = compile_cache.cache_dirs_cold(caches)
         return clean_env(dict(os.environ), {**caches, **expand_env(wanted, dict(os.environ))}), cold
-
-    def _store(self, reported: dict):
-        try:
-            return compile_cache.open_store(self.job.compile_cache)
-        except Exception as exc:  # noqa: BLE001 - no shared cache is a cold start, never a failed trial
-            reported["compile_cache_unavailable"] = scrub(f"{type(exc).__name__}: {exc}", self._secrets)[:300]
-            return None
-
-    def _pull(self, reported: dict) -> None:
-        """The group's cache from the shared store, where this node has none of it yet."""
-        if not self.job.compile_cache or compile_cache.has_files(self._group_dir):
-            return
-        store = self._store(reported)
-        if store is None:
-            return
-        said = compile_cache.pull_group(store, self._group, self._group_dir)
-        if "compile_cache_discarded" in said:
-            said["compile_cache_discarded"] = scrub(said["compile_cache_discarded"], self._secrets)
-        reported.update(said)
-
-    def _publish(self, result: TrialResult) -> None:
-        """After a start that compiled, the group's cache for the other nodes and later sweeps."""
-        reported = result.engine_reported
-        if not (self.job.compile_cache and self._group) or not compile_cache.compiled_here(reported, self._group_dir):
-            return
-        store = self._store(reported)
-        if store is None:
-            return
-        said = compile_cache.publish_group(store, self._group_dir, self._group, self.engine.name, self._gpu_model)
-        reported.update({k: scrub(v, self._secrets) if isinstance(v, str) else v for k, v in said.items()})
 
     # -- the trial -----------------------------------------------------------------------
     def run(self) -> TrialResult:
@@ -251,7 +149,8 @@ class TrialRunner:
         finally:
             self.stop()
             if not self._cancelled.is_set():
-                self._publish(result)
+                trial_compile_cache.publish(self.job.compile_cache, self._group, self._group_dir, self.engine.name,
+                                            self._gpu_model, result.engine_reported, self._secrets)
             result.finished_at = time.time()
             result.log_tail = self._log_tail()
             self._scrub_artifacts()
@@ -270,11 +169,7 @@ class TrialRunner:
             result.machine.gpu_bench_not_measured = self._no_gpu_why
             return
         launcher = self.engine.launcher(spec)
-        python = launcher[0] if launcher and Path(launcher[0]).name.startswith("python") else None
-        if python is None and launcher:
-            found = shutil.which(launcher[0], path=env.get("PATH"))
-            if found and (Path(found).parent / "python").exists():
-                python = str(Path(found).parent / "python")  # a venv's entry point: its own interpreter
+        python = engine_python(launcher, env)
         if python is None:
             result.machine.gpu_bench_not_measured = f"no Python of the engine's to run it in (launcher {launcher[:1]})"
             return
@@ -299,7 +194,7 @@ class TrialRunner:
         # imports the engine: seconds of CPU, no GPU) runs beside the engine's start instead of
         # before it, while the trial already holds its GPUs.
         version: list[str | None] = []
-        probe = threading.Thread(target=lambda: version.append(self._version(env)), daemon=True)
+        probe = threading.Thread(target=lambda: version.append(engine_version(self.engine, spec, env)), daemon=True)
         probe.start()
         try:
             self._start_and_run(result, env, argv, port, tokenizer, data_files)
@@ -344,6 +239,15 @@ class TrialRunner:
             result.status, result.reason = Status.same_server, same.reason
             result.engine_reported["same_server_as"] = same.twin.trial_id
             return
+        if not self._warm_up_profiles(result, base_url, tokenizer, data_files):
+            return
+        self._measure(result, base_url, tokenizer, data_files)
+
+    def _warm_up_profiles(self, result: TrialResult, base_url: str, tokenizer: str,
+                          data_files: dict[str, Path | None]) -> bool:
+        """Each profile's warm-up on the started engine; False when the engine died in one (the
+        trial's status says so)."""
+        job, trial = self.job, self.job.trial
         for name in trial.profiles:
             # every profile warms up after every engine start (a later pass, a rung, a search step),
             # unless it says `warmup_requests: 0` or the engine has nothing to warm (the mock)
@@ -353,8 +257,12 @@ class TrialRunner:
                 if self.proc is not None and not self.proc.alive():
                     result.status, result.reason = self._engine_failure(
                         Status.engine_crashed, f"engine exited with code {self.proc.poll()} during the warm-up of {name}")
-                    return
+                    return False
+        return True
 
+    def _measure(self, result: TrialResult, base_url: str, tokenizer: str, data_files: dict[str, Path | None]) -> None:
+        """The trial's runs in a seeded order, its capacity searches, its status, then the quality gate."""
+        job, trial = self.job, self.job.trial
         # A block may ask for more runs of some profiles (first pass only: a later pass of
         # `--repeats auto` says itself how many more runs it wants).
         searches = [name for name in trial.profiles if job.profiles[name].capacity is not None]
@@ -449,8 +357,8 @@ class TrialRunner:
         job, trial = self.job, self.job.trial
         profile = at or job.profiles[name]
         run = ProfileRun(profile=name, repeat=repeat, status=Status.ok, started_at=time.time())
-        run.cache_reset = self._reset_cache(base_url)
-        before = self._counters(base_url)
+        run.cache_reset = reset_prefix_cache(self.engine, base_url)
+        before = engine_counters(self.engine, base_url)
         stem = f"{name}-r{repeat}"
         report = self.dir / f"{stem}.json"
         spec = bench_client.scenario_spec(profile, target=base_url, model=trial.model, tokenizer=tokenizer,
@@ -464,7 +372,7 @@ class TrialRunner:
         window: tuple[float, float] | None = None
         run.machine = self._machine_key
         run.client_forked = client.forked
-        after = self._counters(base_url)
+        after = engine_counters(self.engine, base_url)
         run.engine_counters = {k: after[k] - before[k] for k in after if k in before}
         # A search's run is judged against the SLO by the search, not failed here for its success rate.
         floor = 0.0 if at is not None else outcome.success_floor(profile, job.min_success_rate)
@@ -517,79 +425,6 @@ class TrialRunner:
             cleanup = self.engine.cleanup_command(self.job.engine_spec, self.job.trial, port=self._port)
             if cleanup:
                 subprocess.run(cleanup, capture_output=True, timeout=60)
-
-
-def _fresh_dir(path: Path) -> Path:
-    """`path`, or `path.2`, `path.3`... if a driver that was stopped or killed left one there:
-    a resumed sweep runs the trial again from scratch, in a directory of its own."""
-    candidate, n = path, 1
-    while True:
-        try:
-            candidate.mkdir(parents=True)
-            return candidate
-        except FileExistsError:
-            n += 1
-            candidate = path.with_name(f"{path.name}.{n}")
-
-
-def _guidellm_version() -> str | None:
-    try:
-        return importlib.metadata.version("guidellm")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _gpu_name(ids: list[str]) -> str | None:
-    """The model of the trial's GPUs as the driver names them ('NVIDIA H200'); None without a driver."""
-    cmd = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"] + (["-i", ",".join(ids)] if ids else [])
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    names = sorted({line.strip() for line in out.stdout.splitlines() if line.strip()})
-    return ", ".join(names) if out.returncode == 0 and names else None
-
-
-def _node_ip() -> str | None:
-    try:
-        return ray.util.get_node_ip_address()
-    except Exception:  # not inside Ray
-        return None
-
-
-def _node_label(name: str) -> str | None:
-    """The value of this node's Ray label `name` (`ray start --labels`), where it has one."""
-    try:
-        return ray.get_runtime_context().get_node_labels().get(name) if ray.is_initialized() else None
-    except Exception:  # not inside Ray
-        return None
-
-
-def _node_id() -> str | None:
-    try:
-        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
-    except Exception:  # not inside Ray
-        return None
-
-
-def _node_client_host(job: TrialJob):
-    """This node's guidellm client host as `ClientSession` asks for it (seconds to wait -> its socket,
-    or None), or None where the sweep started none or this node has none (a node that joined later)."""
-    if not job.client_hosts:
-        return None
-    try:
-        host = ray.get_actor(client_host.host_name(ray.get_runtime_context().get_node_id()), namespace=job.client_hosts)
-    except ValueError:
-        return None
-    ref = host.address.remote()  # answered once the host listens (it imports guidellm first)
-
-    def address(timeout_s: float) -> str | None:
-        try:
-            return ray.get(ref, timeout=timeout_s)
-        except RayError:  # not listening yet (GetTimeoutError), or the host is gone
-            return None
-
-    return address
 
 
 # SPREAD: trials go to every node rather than filling one first (an option given at creation,
