@@ -16,8 +16,7 @@ from farm.cli import options as opt
 @click.option("--config", "config", type=opt.FILE, default=None, metavar="FILE",
               help="Study YAML: primary profile, success-rate gate, baseline and the ordered `seed` steps "
                    "(default: configs/qwen3.5-35b-a3b-h200.yaml).")
-@click.option("--strategy", type=click.Choice(["best", "stepwise"]), default="best", show_default=True,
-              help="best: the global best of what was measured; stepwise: replay the seed's method along the ordered steps.")
+@opt.pick_option
 @click.option("--baseline", type=opt.NAME, default=None, metavar="TRIAL",
               help="Trial id, trial name or run id to compare against (default: the engine-default trial).")
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
@@ -25,8 +24,8 @@ from farm.cli import options as opt
 @click.option("--out", "out", type=opt.DIRECTORY, default=None, metavar="DIR",
               help="Also write report.md, appendix.md (every trial's row and every run's figures) and plots/ into DIR.")
 @opt.price_option
-def analyze(results_path: str, config: str | None, strategy: str, baseline: str | None, fmt: str, plots: str | None,
-            out: str | None = None, prices: tuple = ()) -> None:
+def analyze(results_path: str, config: str | None, pick: str | None, legacy_pick: str | None, baseline: str | None,
+            fmt: str, plots: str | None, out: str | None = None, prices: tuple = ()) -> None:
     """Recommend a serve command from recorded benchmark results and report why."""
     # Imported when the command runs, so that `farm --help` and the other commands skip mlflow, ray, scipy.
     from pathlib import Path
@@ -40,7 +39,7 @@ def analyze(results_path: str, config: str | None, strategy: str, baseline: str 
     results = ResultsFileStore(results_path).records(study=study)
     study = _recorded_accelerator(study, results)
     # Without --config, a sweep's own file knows its primary profile better than the default study.
-    report = report_for(results, study, strategy=strategy, baseline=baseline, prefer_results_profile=config is None)
+    report = report_for(results, study, strategy=opt.picked(pick, legacy_pick), baseline=baseline, prefer_results_profile=config is None)
     output = render(report, fmt)
     written = write_plots(report, plots) if plots else []
     files = write_report_files(report, Path(out)) if out else []

@@ -74,6 +74,28 @@ def price_option(f):
                              "the study's `prices`. No lookups: without a price, costs are not computed.")(f)
 
 
+PICKS = ("best", "stepwise")
+
+
+def pick_option(f):
+    """How a report picks its recommendation from what was measured (`farm report`, `farm analyze`):
+    its own word, apart from `farm sweep --strategy` (which search runs). `--strategy`, its name
+    before, is still read here, hidden from the help."""
+    f = click.option("--strategy", "legacy_pick", type=click.Choice(PICKS), default=None, hidden=True)(f)
+    return click.option("--pick", "pick", type=click.Choice(PICKS), default=None,
+                        help="best (default): the global best of what was measured, or the simplest trial proven "
+                             "equivalent to it; stepwise: replay the seed's method along the study's ordered steps, "
+                             "keeping a step only if it raises the deciding number.")(f)
+
+
+def picked(pick: str | None, legacy_pick: str | None) -> str:
+    """The pick asked for (`--pick`, or `--strategy` as before); one line when the two disagree."""
+    if pick and legacy_pick and pick != legacy_pick:
+        raise inputs.UserError(f"--pick {pick} and --strategy {legacy_pick} ask for two picks: --strategy is "
+                               f"--pick's former name; give --pick alone", key="--pick")
+    return pick or legacy_pick or "best"
+
+
 def with_prices(study, prices: tuple[tuple[str, float], ...]):
     """The study with `--price` over its own `prices` (which the sweep stores and its report reads)."""
     if not prices:

@@ -14,7 +14,7 @@ from farm.inputs import tracking_source
 @click.command("report")
 @click.argument("sweep_ids", metavar="SWEEP_ID", nargs=-1, required=True, type=opt.SWEEP_ID)
 @click.option("--tracking-uri", type=opt.TRACKING_URI, default=None, help="MLflow tracking URI; default: sqlite:///mlflow.db here.")
-@click.option("--strategy", type=click.Choice(["best", "stepwise"]), default="best", show_default=True)
+@opt.pick_option
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
 @click.option("--out", "out", type=opt.DIRECTORY, default=None, metavar="DIR",
               help="Also write report.md, appendix.md (every trial's row and every run's figures), results.json, "
@@ -22,8 +22,8 @@ from farm.inputs import tracking_source
 @click.option("--baseline", type=opt.NAME, default=None, metavar="TRIAL",
               help="Trial id or name to compare against (default: the sweep's study's baseline, else the engine-default trial).")
 @opt.price_option
-def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, fmt: str, out: str | None,
-           baseline: str | None, prices: tuple = ()) -> None:
+def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, pick: str | None, legacy_pick: str | None, fmt: str,
+           out: str | None, baseline: str | None, prices: tuple = ()) -> None:
     """Selection and report of a stored sweep; no engine runs.
 
     Several sweeps of one study (one grid per engine, say) are reported as one: the first one's
@@ -75,7 +75,7 @@ def report(sweep_ids: tuple[str, ...], tracking_uri: str | None, strategy: str, 
         rep.memory_fit = [s.memory_fit for s in searches if s.memory_fit is not None]
 
     # Files (and matplotlib's import) only where --out asks for them.
-    rep, why, files = build_from_records(study, infos[0].grid, records, Path(out) if out else None, strategy=strategy,
+    rep, why, files = build_from_records(study, infos[0].grid, records, Path(out) if out else None, strategy=opt.picked(pick, legacy_pick),
                                          extra=sections, baseline=baseline or local_baseline(study, infos[0].grid))
     if rep is None and len(searches) == 1 and searches[0].local_search is not None:
         # A local search still under way, or one that ended without measuring its start (it could not

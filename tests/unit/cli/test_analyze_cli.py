@@ -25,7 +25,7 @@ def test_seed_text_report(seed_data):
 
 
 def test_seed_json_end_to_end(seed_data):
-    res = invoke("--results", str(SEED_FILE), "--format", "json", "--strategy", "stepwise")
+    res = invoke("--results", str(SEED_FILE), "--format", "json", "--pick", "stepwise")
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["recommended"]["command"] == seed_data["recommended_command"]
@@ -40,6 +40,21 @@ def test_seed_json_end_to_end(seed_data):
     # guidellm's windowed peak is a note, said once, not a warning per run
     assert "peak_implausible" not in {w["code"] for w in data["warnings"]}
     assert len([n for n in data["notes"] if "peak output rate" in n]) == 1
+
+
+def test_the_pick_has_its_own_word_and_its_former_name_still_works():
+    """`--pick` (how the report picks) is not `farm sweep --strategy` (which search runs); the
+    report commands' `--strategy`, its former name, is read as before and hidden from the help."""
+    picked = {args: json.loads(invoke("--results", str(SEED_FILE), "--format", "json", *args).stdout)
+              for args in [(), ("--pick", "stepwise"), ("--strategy", "stepwise"), ("--pick", "best")]}
+    assert [d["strategy"] for d in picked.values()] == ["best", "stepwise", "stepwise", "best"]
+    assert picked[("--strategy", "stepwise")]["recommended"] == picked[("--pick", "stepwise")]["recommended"]
+    both = invoke("--results", str(SEED_FILE), "--pick", "best", "--strategy", "stepwise")
+    assert both.exit_code == 2 and both.output.strip().splitlines()[-1] == (
+        "error: --pick: --pick best and --strategy stepwise ask for two picks: --strategy is --pick's former "
+        "name; give --pick alone")
+    shown = invoke("--help").output
+    assert "--pick [best|stepwise]" in shown and "--strategy" not in shown
 
 
 def test_markdown_and_plots(tmp_path):
