@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Mapping
 from farm.engines.base import Engine, FailurePattern, render_flag
 from farm.engines.flag_types import BOOLEAN, FRACTION, JSON_OBJECT, POSITIVE_INT, POSITIVE_NUMBER, FlagType
 from farm.engines.memory import MemoryReserve, MemorySettings
+from farm.engines.moe_config import moe_kernel_config
 from farm.engines._logs import _as_int, _first, _int_flag, _int_list, _num, per_rank_sum
 from farm.study.knobs import KnobError, Renderer, gpus_of
 from farm.study.spec import EngineSpec
@@ -368,9 +369,8 @@ class VLLMEngine(Engine):
         m = _first(r"Graph capturing finished in ([\d.]+) secs?, took (-?[\d.]+) GiB", log_text)
         if m:
             out["cuda_graph_capture_s"], out["cuda_graph_memory_gib"] = float(m.group(1)), float(m.group(2))
-        if _first(r"Using default MoE config\. Performance might be sub-optimal", log_text):
-            # No tuned fused-MoE kernel config for this expert shape on this GPU ships with the engine.
-            out["default_moe_config"] = True
+        # which fused-MoE kernel config ran: a tuned file (which) or vLLM's default (farm/engines/moe_config.py)
+        out.update(moe_kernel_config(log_text))
         return out
 
     def version_command(self, spec: EngineSpec) -> list[str] | None:

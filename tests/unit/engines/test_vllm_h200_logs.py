@@ -1,6 +1,6 @@
 """What vLLM 0.20.2 wrote on the lent H200 (bench/h200/engine-logs/, the start-up sections of the
 engine logs farm kept) is read into each trial's record: its capacity, the phases of its start, and
-the warnings that matter for the numbers (no tuned MoE kernel config for this GPU)."""
+the warnings that matter for the numbers (which MoE kernel config ran: the default, no tuned file for this GPU)."""
 
 from __future__ import annotations
 
@@ -40,15 +40,15 @@ def test_capacity_from_the_h200_log(log, expected):
 @pytest.mark.parametrize("log, expected", [
     (BF16, {"model_memory_gib": 64.69, "model_load_s": 0.943031, "compile_s": 55.68, "init_engine_s": 176.85,
             "profile_run_s": 81.65, "cuda_graph_capture_s": 25.0, "cuda_graph_memory_gib": 1.06,
-            "default_moe_config": True, "compile_cache_hit": False}),
+            "moe_config": "default", "moe_config_files": {"E=256,N=512,device_name=NVIDIA_H200.json": "default"}, "compile_cache_hit": False}),
     (FP8, {"model_memory_gib": 33.37, "model_load_s": 2.42378, "compile_s": 75.48, "init_engine_s": 210.78,
-           "profile_run_s": 93.08, "cuda_graph_capture_s": 28.0, "cuda_graph_memory_gib": 1.27, "default_moe_config": True,
-           "compile_cache_hit": False}),
+           "profile_run_s": 93.08, "cuda_graph_capture_s": 28.0, "cuda_graph_memory_gib": 1.27,
+           "moe_config": "default", "moe_config_files": {"E=256,N=512,device_name=NVIDIA_H200,dtype=fp8_w8a8.json": "default"}, "compile_cache_hit": False}),
     # step3's compiled graph (range 1..16384) was in the machine's cache, but this start compiles
     # range 1..8192: a different batch budget is a cold compile
     (FP8_DEFAULT, {"model_memory_gib": 33.37, "model_load_s": 3.00302, "compile_s": 85.85, "init_engine_s": 223.52,
                    "profile_run_s": 91.34, "cuda_graph_capture_s": 30.0, "cuda_graph_memory_gib": 1.27,
-                   "default_moe_config": True, "compile_cache_hit": False}),
+                   "moe_config": "default", "moe_config_files": {"E=256,N=512,device_name=NVIDIA_H200,dtype=fp8_w8a8.json": "default"}, "compile_cache_hit": False}),
 ])
 def test_start_up_phases_from_the_h200_log(log, expected):
     assert vllm.reported_startup(log.read_text()) == expected
