@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,9 +24,7 @@ from pydantic import ValidationError
 
 from farm.engines import get_engine
 from farm.errors import UserError, key_path
-from farm.inputs import env_tracking_uri
 from farm.analysis.accelerator import gpu_models
-from farm.analysis.energy import run_energy
 from farm.analysis.limits import effective_limits, overrides_text
 from farm.analysis.outcome import FINISHED
 from farm.analysis.results import Status, TrialResult
@@ -37,19 +33,20 @@ from farm.store import location
 from farm.store import schema as S
 from farm.study.spec import Study
 from farm.study.trial import Trial
+# The client, the driver's heartbeat and a trial's metrics live apart (farm/store/mlflow_client.py,
+# heartbeat.py, trial_metrics.py); their names stay importable from here, where callers take them.
+from farm.store.heartbeat import (
+    _BEATING as _BEATING, Heartbeat as Heartbeat, LeaseLost as LeaseLost, _pid_alive as _pid_alive,
+    beating as beating, check_lease as check_lease, driver_beat as driver_beat, driver_gone as driver_gone,
+    interruption as interruption, pid_namespace as pid_namespace,
+)
+from farm.store.mlflow_client import client as client, default_tracking_uri as default_tracking_uri
+from farm.store.trial_metrics import (
+    _mean, machine_tags as machine_tags, quality_run_metrics as quality_run_metrics, trial_metrics as trial_metrics,
+)
 
 # Progress bars for every artifact download would drown the sweep's own output.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-
-
-def default_tracking_uri() -> str:
-    """MLflow's own default: a SQLite store in the working directory, no server needed
-    (MLFLOW_TRACKING_URI first, checked where farm reads its inputs)."""
-    return env_tracking_uri() or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
-
-
-def client(uri: str) -> MlflowClient:
-    return MlflowClient(tracking_uri=uri)
 
 
 def experiment_id(uri: str, name: str) -> str:
@@ -138,173 +135,9 @@ def reopen_sweep(uri: str, sweep_id: str) -> None:
     c.set_tag(sweep_id, S.STATUS_TAG, S.SWEEP_RUNNING)
 
 
-def driver_beat(uri: str, sweep_id: str, *, start: bool = False, claim: dict[str, str] | None = None) -> None:
-    """The driver's heartbeat on its sweep's run (and, at `start`, where the driver runs, with the
-    `claim` of a new sweep's lease, farm/store/lease.py). A missed beat is harmless (six are missed
-    before the sweep is taken for interrupted, or its lease for expired)."""
-    import socket
-
-    tags = [RunTag(S.HEARTBEAT_TAG, f"{time.time():.0f}")]
-    if start:
-        tags += [RunTag(S.DRIVER_TAG, f"{socket.gethostname()}:{os.getpid()}"), RunTag(S.DRIVER_PID_NS_TAG, pid_namespace())]
-        tags += [RunTag(S.LEASE_TAG, (claim or {})[S.LEASE_TAG])] if claim else []
-    try:
-        client(uri).log_batch(sweep_id, tags=tags)
-    except Exception:  # a busy or briefly unreachable store: the next beat tries again
-        if start:
-            raise
-
-
 def write_tags(uri: str, run_id: str, tags: dict[str, str]) -> None:
     """Tags on a run, in one write (one transaction of the store)."""
     client(uri).log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-
-
-class Heartbeat:
-    """Beats every `S.DRIVER_HEARTBEAT_S` in a daemon thread while a driver runs its sweep, until
-    `finish_sweep` ends the sweep (its report included) or the driver stops it on an error.
-
-    The beats renew the driver's lease on its sweep (farm/store/lease.py: taken before a resumed
-    sweep is read; a new sweep's is claimed with the first beat). Each beat first checks the lease
-    is still this driver's: one taken by another driver (this one stalled past its expiry) ends
-    the beats and interrupts the driver (`on_lost`; the main thread's KeyboardInterrupt by
-    default), whose trials stop; `finish_sweep` then writes nothing and says who holds it."""
-
-    def __init__(self, uri: str, sweep_id: str, on_lost=None, *, lease=None):
-        """`lease`: farm/store/lease.py (the driver hands it in: the lease reads and writes through
-        this module, which therefore does not import it); None: beats without a lease."""
-        import _thread
-
-        self.uri, self.sweep_id, self.lost, self.lease = uri, sweep_id, None, lease
-        main = threading.current_thread() is threading.main_thread()
-        self._on_lost = on_lost or (_thread.interrupt_main if main else (lambda: None))
-        claim = None if lease is None or lease.holds(sweep_id) else lease.claim_new(uri, sweep_id)
-        driver_beat(uri, sweep_id, start=True, claim=claim)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(uri, sweep_id), name="farm-heartbeat", daemon=True)
-        self._thread.start()
-        _BEATING[sweep_id] = self
-
-    def _run(self, uri: str, sweep_id: str) -> None:
-        while not self._stop.wait(S.DRIVER_HEARTBEAT_S):
-            self.beat()
-
-    def beat(self) -> None:
-        """One beat: the lease checked, then renewed."""
-        if self.lease is not None and (lost := self.lease.verify(self.uri, self.sweep_id)) is not None:
-            self.lost = lost
-            self._stop.set()
-            self._on_lost()
-            return
-        driver_beat(self.uri, self.sweep_id)
-
-    def check(self) -> None:
-        """The lease checked now, between beats: raises `LeaseLost` where another driver took it
-        since the last beat, so that a displaced driver starts no trial in the up to
-        `S.DRIVER_HEARTBEAT_S` before its next beat would have found it out."""
-        if self.lost is None and self.lease is not None:
-            self.lost = self.lease.verify(self.uri, self.sweep_id)
-        if self.lost is not None:
-            self._stop.set()
-            raise LeaseLost(self.lost)
-
-    def stop(self, release: bool = True) -> None:
-        """The beats end; the lease is let go unless `release` is False (`finish_sweep` lets it go
-        once the sweep's end is stored)."""
-        self._stop.set()
-        if self._thread is not threading.current_thread():  # not from its own beat
-            self._thread.join(timeout=5)
-        if _BEATING.get(self.sweep_id) is self:
-            del _BEATING[self.sweep_id]
-        if release and self.lease is not None:
-            self.lease.release(self.uri, self.sweep_id)
-
-
-_BEATING: dict[str, Heartbeat] = {}  # sweep id -> its driver's heartbeat, in this process
-
-
-class LeaseLost(KeyboardInterrupt):
-    """This driver's lease on its sweep was taken by another driver: it stops as an interrupted
-    driver does (its trials stopped; `finish_sweep` then writes nothing and says who holds it)."""
-
-
-def check_lease(sweep_id: str) -> None:
-    """Before a trial starts: raises `LeaseLost` where this process's driver of the sweep lost its
-    lease (`Heartbeat.check`); nothing where it holds it, or beats no lease here."""
-    if (beat := _BEATING.get(sweep_id)) is not None:
-        beat.check()
-
-
-def beating(sweep_id: str) -> bool:
-    """Whether this process's driver of the sweep beats (its sweep not yet ended)."""
-    return sweep_id in _BEATING
-
-
-def pid_namespace() -> str:
-    """This process's PID namespace ("" where /proc does not say)."""
-    try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return ""
-
-
-def driver_gone(tags: dict[str, str], now: float, host: str, alive, namespace: str = "") -> str | None:
-    """Why a sweep's run still "running" has no driver any more, or None while it may have one.
-    `host`, `namespace`: this machine's name and PID namespace (a driver's pid is asked only
-    within both); `alive(pid)`: whether a process here is alive. Pure: a run stored before drivers
-    beat (no heartbeat) is never judged."""
-    if tags.get(S.STATUS_TAG) != S.SWEEP_RUNNING or S.HEARTBEAT_TAG not in tags:
-        return None
-    try:
-        beat = float(tags[S.HEARTBEAT_TAG])
-    except ValueError:
-        return None
-    driver = tags.get(S.DRIVER_TAG, "")
-    where, _, pid = driver.rpartition(":")
-    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(beat))
-    same_space = tags.get(S.DRIVER_PID_NS_TAG, "") == namespace
-    if where == host and same_space and pid.isdigit() and not alive(int(pid)):
-        return f"its driver (process {pid} on {host}) is gone; last heartbeat {since}"
-    if now - beat > S.DRIVER_GONE_S:
-        return (f"its driver ({driver or 'unknown'}) sent no heartbeat for {now - beat:,.0f} s "
-                f"(since {since}; one every {S.DRIVER_HEARTBEAT_S:g} s while it runs)")
-    return None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    try:  # a zombie (killed, not yet reaped by its parent) is gone
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def interruption(uri: str, run) -> tuple[str, str] | None:
-    """(why, the command the sweep ran) for a sweep interrupted without its driver marking it: one
-    marked so earlier, or one still "running" whose driver is gone, which is marked here (status
-    tag `interrupted`, MLflow status KILLED, the reason), so that the MLflow UI shows it too. A store
-    that cannot be written (read-only media) is not written: the answer is the same."""
-    import socket
-
-    tags = run.data.tags
-    command = run.data.params.get("command", "")
-    if tags.get(S.STATUS_TAG) == S.SWEEP_INTERRUPTED:
-        return tags.get(S.INTERRUPTED_TAG, "its driver is gone"), command
-    why = driver_gone(tags, time.time(), socket.gethostname(), _pid_alive, pid_namespace())
-    if why is None:
-        return None
-    try:
-        c = client(uri)
-        c.log_batch(run.info.run_id, tags=[RunTag(S.STATUS_TAG, S.SWEEP_INTERRUPTED), RunTag(S.INTERRUPTED_TAG, why)])
-        c.set_terminated(run.info.run_id, status=S.SWEEP_END_STATUS[S.SWEEP_INTERRUPTED])
-    except Exception:  # a store this command may only read: reported as interrupted all the same
-        pass
-    return why, command
 
 
 def finish_sweep(uri: str, sweep_id: str, status: str, files: list[Path] | None = None) -> None:
@@ -360,99 +193,6 @@ def annotate_sweep(uri: str, sweep_id: str, *, note: str, metrics: dict[str, flo
             if trial in runs and values:
                 c.log_batch(runs[trial], metrics=[Metric(S.quality_metric(k), float(v), now, 0)
                                                   for k, v in values.items()])
-
-
-def quality_run_metrics(result: TrialResult) -> list[Metric]:
-    """A trial's own answers to the quality gate: accuracy, items, correct, seconds (none where it failed)."""
-    q = result.quality
-    if q is None or q.accuracy is None:
-        return []
-    now = int(time.time() * 1000)
-    values = dict(zip(S.QUALITY_RUN_METRICS, (q.accuracy, q.items, q.correct, q.seconds)))
-    return [Metric(S.quality_metric(k), float(v), now, 0) for k, v in values.items() if v is not None]
-
-
-def _mean(values: list[float]) -> float:
-    return statistics.fmean(values)
-
-
-def trial_metrics(result: TrialResult) -> list[Metric]:
-    now = int(time.time() * 1000)
-    out: list[Metric] = []
-    for profile in result.trial.profiles:
-        runs = [r for r in result.runs_of(profile) if r.metrics is not None]
-        if any(r.load is not None for r in runs):
-            out += _search_metrics(profile, runs, now)
-            continue
-        for name in S.METRICS:
-            values = [getattr(r.metrics, name) for r in runs if getattr(r.metrics, name) is not None]
-            if not values:
-                continue
-            out.append(Metric(S.metric_name(profile, name), _mean(values), now, 0))
-            if len(values) > 1:
-                out += [Metric(S.run_metric_name(profile, name), v, now, r.repeat)
-                        for r, v in zip(runs, values)]
-        out += _gpu_metrics(profile, runs, now)
-        out += _energy_metrics(profile, runs, now)
-    return out
-
-
-def _energy_metrics(profile: str, runs: list, now: int) -> list[Metric]:
-    """Each run's joules, watts and tokens per joule where its GPUs' power was sampled (farm/analysis/energy.py):
-    the mean over the trial's runs, each run at step = its repeat when there are several."""
-    energies = [(r, run_energy(r.gpu, duration_s=r.metrics.duration_s, input_tokens=r.metrics.total_input_tokens,
-                               output_tokens=r.metrics.total_output_tokens)) for r in runs if r.status == Status.ok]
-    fields = dict(zip(S.ENERGY_METRICS, ("joules", "mean_w", "peak_w", "output_tokens_per_j", "total_tokens_per_j")))
-    out: list[Metric] = []
-    for name, field in fields.items():
-        pairs = [(r, v) for r, e in energies if e.measured and (v := getattr(e, field)) is not None]
-        if not pairs:
-            continue
-        out.append(Metric(S.metric_name(profile, name), _mean([v for _, v in pairs]), now, 0))
-        if len(pairs) > 1:
-            out += [Metric(S.run_metric_name(profile, name), v, now, r.repeat) for r, v in pairs]
-    return out
-
-
-def _gpu_metrics(profile: str, runs: list, now: int) -> list[Metric]:
-    """What the GPUs did over each run (actors/machine.py), where they were sampled: the mean over
-    the trial's runs, and each run at step = its repeat when there are several."""
-    out: list[Metric] = []
-    for quantity in S.GPU_QUANTITIES:
-        for stat in S.GPU_STATS:
-            pairs = [(r, getattr(spread, stat)) for r in runs
-                     if r.gpu is not None and r.gpu.measured and (spread := getattr(r.gpu, quantity)) is not None]
-            if not pairs:
-                continue
-            name = S.gpu_metric(quantity, stat)
-            out.append(Metric(S.metric_name(profile, name), _mean([v for _, v in pairs]), now, 0))
-            if len(pairs) > 1:
-                out += [Metric(S.run_metric_name(profile, name), v, now, r.repeat) for r, v in pairs]
-    return out
-
-
-def machine_tags(result: TrialResult) -> dict[str, str]:
-    """The trial's machine as tags (its key, each fingerprint field), and why its runs' GPUs were not
-    sampled where none was."""
-    tags: dict[str, str] = {}
-    if result.machine is not None:
-        tags[S.MACHINE_TAG] = result.machine.key
-        tags.update({S.machine_tag(k): str(v) for k, v in result.machine.model_dump(exclude_none=True).items()})
-    why = sorted({r.gpu.reason for r in result.runs if r.gpu is not None and not r.gpu.measured and r.gpu.reason})
-    if why:
-        tags[S.GPU_NOT_MEASURED_TAG] = "not measured: " + "; ".join(why)
-    return tags
-
-
-def _search_metrics(profile: str, runs: list, now: int) -> list[Metric]:
-    """A capacity search's runs as steps, lowest load first: step k is the k-th load, so MLflow's
-    charts of `<profile>/<metric>` draw the curve (`<profile>/load` gives each step's load)."""
-    out: list[Metric] = []
-    for step, run in enumerate(sorted((r for r in runs if r.load is not None), key=lambda r: r.load)):
-        out.append(Metric(S.metric_name(profile, S.LOAD_METRIC), run.load, now, step))
-        out += [Metric(S.metric_name(profile, name), value, now, step) for name in S.METRICS
-                if (value := getattr(run.metrics, name)) is not None]
-    return out
 
 
 def log_trial(uri: str, exp_id: str | None, sweep_id: str, result: TrialResult, artifacts_dir: Path | None) -> str:
