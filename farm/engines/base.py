@@ -10,87 +10,21 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, Mapping, Sequence
 
+# Failures and flag rendering live apart (farm/engines/failures.py, flags.py); their names stay importable
+# from here, where the engines, the analysis, the actors and the tests take them.
+from farm.engines.failures import Failure as Failure, FailurePattern as FailurePattern, first_exception
 from farm.engines.flag_types import FlagType
+from farm.engines.flags import (
+    SECRET_MASK as SECRET_MASK, parse_cli_flags as parse_cli_flags, redact_args as redact_args, render_flag,
+    render_flags,
+)
 from farm.engines.memory import MemoryReserve, MemorySettings
 from farm.study.knobs import Renderer, render_with
 from farm.study.spec import EngineSpec
 from farm.study.trial import Trial, model_identity
-
-SECRET_MASK = "***"
-
-
-@dataclass(frozen=True)
-class FailurePattern:
-    """A log line pattern that tells why an engine failed. A `wrapper` pattern is the engine's own
-    "failed, see above" line: the cause is the first exception the log names before it, which
-    the failure line then shows instead of the wrapper's words."""
-
-    pattern: str
-    status: str
-    reason: str
-    wrapper: bool = False
-
-    def search(self, text: str) -> re.Match | None:
-        return re.search(self.pattern, text, re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Failure:
-    status: str
-    reason: str
-    line: str
-
-
-# "... ERROR 12-06 02:15:26 [core.py:1136] ValueError: max_num_seqs (2048) exceeds ...": the
-# exception's name and message, whatever the engine's log prefix.
-# The name must open the line or follow the log's own prefix ("[file.py:N] ", "(Proc pid=N) "), so
-# an exception quoted inside a warning's text is not taken for one raised.
-_EXCEPTION_LINE = re.compile(r"^(?:.*?(?:\] |\) ))?((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (\S.*)$",
-                             re.MULTILINE)
-
-
-def first_exception(log_text: str) -> str | None:
-    """The first `SomeError: message` line of a log, from the exception's name on; None if none."""
-    m = _EXCEPTION_LINE.search(log_text)
-    return f"{m.group(1)}: {m.group(2).strip()}" if m else None
-
-
-def render_flag(name: str, value: Any) -> list[str]:
-    """`true` -> `--flag`; false/None -> nothing; dict/list -> JSON; else `--flag=value`."""
-    if value is None or value is False:
-        return []
-    if value is True:
-        return [f"--{name}"]
-    if isinstance(value, (dict, list)):
-        value = json.dumps(value, separators=(",", ":"))
-    return [f"--{name}={value}"]
-
-
-def render_flags(flags: dict[str, Any]) -> list[str]:
-    args: list[str] = []
-    for name, value in flags.items():
-        args += render_flag(name, value)
-    return args
-
-
-def parse_cli_flags(flags: list[str]) -> dict[str, Any]:
-    """The inverse of `render_flags` for `--name=value` / `--name` strings (results files, MLflow)."""
-    out: dict[str, Any] = {}
-    for flag in flags:
-        name, sep, value = flag.lstrip("-").partition("=")
-        if not sep:
-            out[name] = True
-            continue
-        try:
-            parsed = json.loads(value)
-            out[name] = parsed if isinstance(parsed, (dict, list)) else value
-        except ValueError:
-            out[name] = value
-    return out
 
 
 # What each engine's `--help` printed, kept beside the code that renders its flags.
@@ -545,23 +479,3 @@ class Engine:
         return None
 
 
-def redact_args(args: list[str], secret_flags: set[str]) -> list[str]:
-    """Mask the values of secret flags in an argv (both `--k=v` and `--k v` forms)."""
-    out: list[str] = []
-    mask_next = False
-    for arg in args:
-        if mask_next:
-            out.append(SECRET_MASK)
-            mask_next = False
-            continue
-        if arg.startswith("--"):
-            name, sep, _ = arg[2:].partition("=")
-            if name in secret_flags:
-                if sep:
-                    out.append(f"--{name}={SECRET_MASK}")
-                else:
-                    out.append(arg)
-                    mask_next = True
-                continue
-        out.append(arg)
-    return out
