@@ -33,6 +33,7 @@ from farm.analysis.records_models import (DECIDING_METRICS, ConfigKey, DecidingM
 from farm.analysis.results import ProfileRun, Status, TrialResult
 from farm.analysis.start_phases import start_cache, start_phases
 from farm.engines import get_engine
+from farm.engines.moe_config import moe_config_text
 from farm.secrets import redact_flags
 from farm.study.spec import EngineSpec, Study
 
@@ -187,6 +188,7 @@ def provenance_of(tr: "TrialResult", started_at: float | None, finished_at: floa
         start_phases=start_phases(reported),
         start_cache=start_cache(reported),
         start_cache_unusable=_text(reported.get("compile_cache_load_failure")),
+        moe_config=moe_config_text(reported),
         engine_start_pass=pass_index if reported else None,
         machine_key=run.machine if run is not None else None,
         machine=tr.machine if run is not None and tr.machine is not None and run.machine == tr.machine.key else None,

@@ -111,6 +111,10 @@ class Provenance(_Strict):
     start_cache_unusable: StrictStr | None = Field(
         default=None, description="Why the engine could not load the compile cache it found, in its log's words: "
         "the start compiled again (cold).")
+    moe_config: StrictStr | None = Field(
+        default=None, description="Which fused-MoE kernel config the start ran, from the engine's log "
+        "(farm/engines/moe_config.py): 'default: FILE' (none tuned for this shape and GPU), 'tuned: FILE from "
+        "PATH', or 'partly tuned: ...'; none where the log said neither.")
     engine_start_pass: StrictInt | None = Field(
         default=None, ge=1, description="Which of the trial's engine starts served this run: its pass or rung "
         "(1 the first). A trial started again for a later pass held its GPUs for each start.")

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Mapping
 from farm.engines.base import Engine, FailurePattern
 from farm.engines.flag_types import BOOLEAN, FRACTION, POSITIVE_INT, WHOLE, FlagType
 from farm.engines.memory import MemoryReserve, MemorySettings
+from farm.engines.moe_config import moe_kernel_config
 from farm.engines._logs import _as_int, _first, _int_flag, _int_list, per_rank_sum
 from farm.engines.sglang_knobs import KNOB_RENDERERS  # the knobs' flags, in a module of their own
 from farm.study.knobs import Renderer
@@ -380,6 +381,8 @@ class SGLangEngine(Engine):
         m = _first(r"Capture (?:target )?prefill CUDA graph end\. elapsed=([\d.]+) s", log_text)
         if m:
             out["prefill_cuda_graph_capture_s"] = float(m.group(1))
+        # which fused-MoE kernel configs ran (the up and the down projection's): tuned files or the default
+        out.update(moe_kernel_config(log_text))
         return out
 
 

@@ -24,7 +24,7 @@ TPOT_TOLERANCE = 0.15      # mean TPOT vs what mean latency and TTFT imply (H200
 PEAK_FACTOR = 10.0         # peak output rate vs mean output rate
 
 WARNING_CODES = ("rate_mismatch", "tpot_inconsistent", "itl_zero", "single_run",
-                 "local_optimum", "no_baseline", "knob_overridden")
+                 "local_optimum", "no_baseline", "knob_overridden", "moe_default_config")
 # Checks of the evidence itself (issue 7): differences the data cannot separate, a recommendation
 # whose gain over the baseline is not significant, nodes that differ, knobs tried only up to an edge,
 # a recommendation another section shows significantly slower on its own profile (issue 45).

@@ -325,9 +325,11 @@ def starts_table(doc: _Doc, report: Report) -> None:
     if not firsts:
         return
     doc.h("Starts")
-    doc.table(["Trial", "Node", "Engine start (s)", "Compile cache"],
+    # which fused-MoE kernel config each start ran, where the engines' logs said (issue 47)
+    moe = any(r.provenance.moe_config for r in firsts.values())
+    doc.table(["Trial", "Node", "Engine start (s)", "Compile cache"] + (["MoE kernel config"] if moe else []),
               [[r.label, r.node or "", _num(r.provenance.engine_start_s, ".0f"), _compile_cache_cell(r.provenance)]
-               for r in firsts.values()])
+               + ([r.provenance.moe_config or ""] if moe else []) for r in firsts.values()])
 
 
 def _compile_cache_cell(prov: Provenance) -> str:

@@ -32,6 +32,11 @@ def test_every_committed_gpu_start_ran_the_default(log, files):
     assert got == {"moe_config": "default", "moe_config_files": {f: "default" for f in files}}
 
 
+def test_sglangs_start_records_both_files():
+    got = get_engine("sglang").reported_startup((H200 / "sglang-0.5.16-fp8-dummy-cold-start.log").read_text())
+    assert got["moe_config"] == "default" and len(got["moe_config_files"]) == 2
+
+
 def test_the_h100s_start_names_its_own_gpu():
     got = get_engine("vllm").reported_startup(gzip.open(H100_STEP2, "rt").read())
     assert got["moe_config"] == "default"

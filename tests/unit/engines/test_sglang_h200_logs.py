@@ -108,7 +108,9 @@ def test_start_up_phases():
     # The cold start's two minutes went to capturing prefill CUDA graphs; the warm ones took 22-41 s.
     assert sglang.reported_startup(DEFAULT.read_text()) == {
         "model_memory_gib": 65.67, "model_load_s": 0.35, "cuda_graph_capture_s": 11.7, "cuda_graph_memory_gib": 0.15,
-        "prefill_cuda_graph_capture_s": 121.73}
+        "prefill_cuda_graph_capture_s": 121.73, "moe_config": "default",
+        "moe_config_files": {"E=256,N=512,device_name=NVIDIA_H200.json": "default",
+                             "E=256,N=512,device_name=NVIDIA_H200_down.json": "default"}}
     assert sglang.reported_startup(MRR512.read_text())["prefill_cuda_graph_capture_s"] == 22.0
     assert sglang.reported_startup(FP8.read_text())["model_memory_gib"] == 34.66
     # The FP8-KV group: cold 101.6 s of prefill graphs; from the pack carried to a fresh machine 54.1 s
