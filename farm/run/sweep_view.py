@@ -208,6 +208,109 @@ def _duration(seconds: float) -> str:
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
 
 
+class _Shown(SweepEvents):
+    """The sweep's events as the terminal shows them (farm/run/events.py). `state` is what
+    `run_and_report` reads back: the sweep's id, the trials done and counted, whether the
+    dashboard closes with the sweep, the last halving rung or local search step."""
+
+    def __init__(self, plan, uri: str, state: dict, progress: Progress, names: dict[str, str]):
+        self.study, self.grid, self.repeats, self.strategy = plan.study, plan.grid, plan.repeats, plan.strategy
+        self.uri, self.state, self.progress, self.names = uri, state, progress, names
+
+    def on_sweep(self, sweep_id: str) -> None:
+        from farm.store import tracking  # mlflow: not for --dry-run
+
+        self.state["sweep"] = sweep_id
+        console.print(f"sweep [bold]{sweep_id}[/] - {self.state['total']} trial(s) of grid {self.grid}, {self.repeats} repeat(s); "
+                      f"tracking {self.uri}")
+        exp_id = tracking.sweep_experiment_id(self.uri, sweep_id)
+        local = "" if self.uri.startswith(("http://", "https://")) else f" (once `mlflow ui --backend-store-uri {self.uri}` runs)"
+        console.print(f"MLflow run: {mlflow_run_link(self.uri, exp_id, sweep_id)}{local}", markup=False)
+        console.print(f"its trials: {mlflow_trials_link(self.uri, exp_id, sweep_id)}", markup=False)
+
+    def on_schedule(self, line: str) -> None:
+        console.print(line, markup=False)  # where the order of trials comes from (farm/run/estimate.py)
+
+    def on_accelerator(self, line: str) -> None:
+        console.print(line, markup=False)  # the GPU model `accelerator_type: auto` resolved to
+
+    def on_lease(self, line: str) -> None:
+        console.print(line, markup=False)  # a resume waiting for the sweep's other driver to end
+
+    def on_ray(self, url: str | None, local: bool) -> None:
+        from farm.run.jobs import dashboard_line, dashboard_link, token_hint
+
+        link = dashboard_link(url)
+        if link:
+            console.print(dashboard_line(link, local=local, hint=token_hint()), markup=False)
+            self.state["dashboard_closes"] = local
+
+    def on_trial(self, kind: str, job, result) -> None:
+        elapsed = time.monotonic() - self.state["t0"]
+        if kind == "started":
+            if job.trial.node_control_of and job.attempt == 1:
+                self.state["total"] += 1  # the baseline repeated on one node (a node control)
+                self.progress.total += 1
+            self.progress.started(job.trial)
+            console.print(f"[{elapsed:6.0f}s] start   {job.trial.label} ({flags_text(job.trial)}) attempt {job.attempt}")
+        elif kind == "retry":
+            self.progress.retried(job.trial)
+            console.print(f"[{elapsed:6.0f}s] retry   {job.trial.label}: {result.status.value} ({result.reason})",
+                          markup=False)
+        elif kind == "finished":
+            self.state["done"] += 1
+            self.progress.finished(job.trial, result.status == Status.ok)
+            primary = self.study.grid_primary_profile(self.grid)
+            tps = _primary_tps(result, primary)
+            extra = f"{tps[0]:,.0f} tok/s on {tps[1]}" if tps else (result.reason or "")
+            if self.study.profiles[primary].capacity is not None and result.runs_of(primary):
+                v = _capacity(self.study, primary, result)
+                extra = f"capacity {v.interval_text if v.capacity is None else f'{v.capacity:g}'} on {primary} " \
+                        f"({len(v.curve)} runs)"
+            console.print(f"[{elapsed:6.0f}s] [{self.state['done']}/{self.state['total']}] {result.status.value:<22} "
+                          f"{job.trial.label}" + (f": {extra}" if extra else ""))
+        elif kind == "pass_finished":
+            console.print(f"[{elapsed:6.0f}s] pass {job.order_seed + 1} {result.status.value:<15} {job.trial.label}: "
+                          f"{len(result.runs)} more run(s)")
+
+    def on_pass(self, p) -> None:
+        elapsed = time.monotonic() - self.state["t0"]
+        head = f"[{elapsed:6.0f}s] repeats auto, "
+        if p.done:
+            console.print(head + f"done after {p.pass_index - 1} pass(es), {p.spent} of {p.budget} runs: {p.reason}",
+                          markup=False)
+        else:
+            console.print(head + f"pass {p.pass_index} ({p.runs} runs, {p.spent} of {p.budget} spent): {p.reason}",
+                          markup=False)
+
+    def on_rung(self, p) -> None:  # a halving rung, or a step of a local search
+        elapsed = time.monotonic() - self.state["t0"]
+        p = p.model_copy(update={"reason": readable_ids(p.reason, self.names)})
+        what = "local search" if self.strategy == "local" else "halving"
+        spent = (f"{p.spent_gpu_hours:.3f} of {p.budget_gpu_hours:g}" if p.budget_gpu_hours is not None
+                 else f"{p.spent_gpu_hours:.3f}")
+        if p.done:
+            console.print(f"[{elapsed:6.0f}s] {what} done, {spent} GPU-hours spent: {p.reason}", markup=False)
+        else:
+            console.print(f"[{elapsed:6.0f}s] {what} {p.reason} (~{p.estimate_gpu_hours:.3f} GPU-hours; "
+                          f"{spent} spent)", markup=False)
+        self.state["halving" if self.strategy != "local" else "local"] = p
+
+
+def _print_fit(uri: str, study: Study, outcome) -> None:
+    """The memory-fit predictions against the KV-cache tokens the engines reported, where a model
+    exists (farm/run/memory.py `record_check`, which stores them with the sweep)."""
+    from farm.run.memory import record_check  # predicted vs reported KV-cache tokens, where a model exists
+
+    from farm.run.sweep_report import fit_accelerator  # mlflow: not for --dry-run
+
+    fit_lines = record_check(uri, outcome.sweep_id, study, outcome.results)
+    if fit_lines and (gpu := fit_accelerator(study, outcome.results)):  # a fit is per GPU model
+        fit_lines[0] += f" (predicted for the memory of one {gpu})"
+    for line in fit_lines:
+        console.print(line, markup=False)
+
+
 def run_and_report(plan) -> None:
     """Run the sweep as planned (`plan`: farm/run/sweep_plan.py's `SweepPlan`, which imports this
     module), showing its progress (the driver's events, farm/run/events.py), then report it."""
@@ -215,7 +318,7 @@ def run_and_report(plan) -> None:
     from farm.store import tracking  # mlflow, as above
 
     study, grid, trials, only, strategy, start = plan.study, plan.grid, plan.trials, plan.only, plan.strategy, plan.start
-    repeats, tracking_uri, command, pruned = plan.repeats, plan.tracking_uri, plan.command, plan.pruned
+    tracking_uri, command, pruned = plan.tracking_uri, plan.command, plan.pruned
 
     uri = tracking_uri or tracking.default_tracking_uri()
 
@@ -227,86 +330,7 @@ def run_and_report(plan) -> None:
         from farm.run.local_search import search_trials
 
         names |= {t.id: t.label for t in search_trials(study, trials, [])}
-
-    class Shown(SweepEvents):
-        """The sweep's events as the terminal shows them (farm/run/events.py)."""
-
-        def on_sweep(self, sweep_id: str) -> None:
-            state["sweep"] = sweep_id
-            console.print(f"sweep [bold]{sweep_id}[/] - {state['total']} trial(s) of grid {grid}, {repeats} repeat(s); "
-                          f"tracking {uri}")
-            exp_id = tracking.sweep_experiment_id(uri, sweep_id)
-            local = "" if uri.startswith(("http://", "https://")) else f" (once `mlflow ui --backend-store-uri {uri}` runs)"
-            console.print(f"MLflow run: {mlflow_run_link(uri, exp_id, sweep_id)}{local}", markup=False)
-            console.print(f"its trials: {mlflow_trials_link(uri, exp_id, sweep_id)}", markup=False)
-
-        def on_schedule(self, line: str) -> None:
-            console.print(line, markup=False)  # where the order of trials comes from (farm/run/estimate.py)
-
-        def on_accelerator(self, line: str) -> None:
-            console.print(line, markup=False)  # the GPU model `accelerator_type: auto` resolved to
-
-        def on_lease(self, line: str) -> None:
-            console.print(line, markup=False)  # a resume waiting for the sweep's other driver to end
-
-        def on_ray(self, url: str | None, local: bool) -> None:
-            from farm.run.jobs import dashboard_line, dashboard_link, token_hint
-
-            link = dashboard_link(url)
-            if link:
-                console.print(dashboard_line(link, local=local, hint=token_hint()), markup=False)
-                state["dashboard_closes"] = local
-
-        def on_trial(self, kind: str, job, result) -> None:
-            elapsed = time.monotonic() - state["t0"]
-            if kind == "started":
-                if job.trial.node_control_of and job.attempt == 1:
-                    state["total"] += 1  # the baseline repeated on one node (a node control)
-                    progress.total += 1
-                progress.started(job.trial)
-                console.print(f"[{elapsed:6.0f}s] start   {job.trial.label} ({flags_text(job.trial)}) attempt {job.attempt}")
-            elif kind == "retry":
-                progress.retried(job.trial)
-                console.print(f"[{elapsed:6.0f}s] retry   {job.trial.label}: {result.status.value} ({result.reason})",
-                              markup=False)
-            elif kind == "finished":
-                state["done"] += 1
-                progress.finished(job.trial, result.status == Status.ok)
-                primary = study.grid_primary_profile(grid)
-                tps = _primary_tps(result, primary)
-                extra = f"{tps[0]:,.0f} tok/s on {tps[1]}" if tps else (result.reason or "")
-                if study.profiles[primary].capacity is not None and result.runs_of(primary):
-                    v = _capacity(study, primary, result)
-                    extra = f"capacity {v.interval_text if v.capacity is None else f'{v.capacity:g}'} on {primary} " \
-                            f"({len(v.curve)} runs)"
-                console.print(f"[{elapsed:6.0f}s] [{state['done']}/{state['total']}] {result.status.value:<22} "
-                              f"{job.trial.label}" + (f": {extra}" if extra else ""))
-            elif kind == "pass_finished":
-                console.print(f"[{elapsed:6.0f}s] pass {job.order_seed + 1} {result.status.value:<15} {job.trial.label}: "
-                              f"{len(result.runs)} more run(s)")
-
-        def on_pass(self, p) -> None:
-            elapsed = time.monotonic() - state["t0"]
-            head = f"[{elapsed:6.0f}s] repeats auto, "
-            if p.done:
-                console.print(head + f"done after {p.pass_index - 1} pass(es), {p.spent} of {p.budget} runs: {p.reason}",
-                              markup=False)
-            else:
-                console.print(head + f"pass {p.pass_index} ({p.runs} runs, {p.spent} of {p.budget} spent): {p.reason}",
-                              markup=False)
-
-        def on_rung(self, p) -> None:  # a halving rung, or a step of a local search
-            elapsed = time.monotonic() - state["t0"]
-            p = p.model_copy(update={"reason": readable_ids(p.reason, names)})
-            what = "local search" if strategy == "local" else "halving"
-            spent = (f"{p.spent_gpu_hours:.3f} of {p.budget_gpu_hours:g}" if p.budget_gpu_hours is not None
-                     else f"{p.spent_gpu_hours:.3f}")
-            if p.done:
-                console.print(f"[{elapsed:6.0f}s] {what} done, {spent} GPU-hours spent: {p.reason}", markup=False)
-            else:
-                console.print(f"[{elapsed:6.0f}s] {what} {p.reason} (~{p.estimate_gpu_hours:.3f} GPU-hours; "
-                              f"{spent} spent)", markup=False)
-            state["halving" if strategy != "local" else "local"] = p
+    shown = _Shown(plan, uri, state, progress, names)
 
     # Live progress for a person at a terminal only: never in --quiet or --json, nor into a pipe or a log.
     live = Live(get_renderable=lambda: Text(progress.line(), style="bold"), console=console, refresh_per_second=1,
@@ -314,7 +338,7 @@ def run_and_report(plan) -> None:
     try:
         with live:
             # the driver falls back on the default store as `uri` does, and on the grid's experiment
-            outcome = driver.run_sweep(plan, Shown())
+            outcome = driver.run_sweep(plan, shown)
     except KeyboardInterrupt:  # before the sweep's first trial started, or while its results were read
         console.print("interrupted" + ("; resume with:" if state.get("sweep") else " before the sweep started"))
         if state.get("sweep"):
@@ -336,15 +360,7 @@ def run_and_report(plan) -> None:
     from farm.run.sweep_report import finish  # mlflow, as above
 
     pending = [t for t in trials if t.id not in {r.trial.id for r in outcome.results}]
-    from farm.run.memory import record_check  # predicted vs reported KV-cache tokens, where a model exists
-
-    from farm.run.sweep_report import fit_accelerator  # mlflow, as above
-
-    fit_lines = record_check(uri, outcome.sweep_id, study, outcome.results)
-    if fit_lines and (gpu := fit_accelerator(study, outcome.results)):  # a fit is per GPU model
-        fit_lines[0] += f" (predicted for the memory of one {gpu})"
-    for line in fit_lines:
-        console.print(line, markup=False)
+    _print_fit(uri, study, outcome)
     if strategy == "local":  # trials the search did not race are not pending: the search chose not to
         from farm.analysis.local_search import path_lines
         from farm.run.local_search import rung_study as step_study
