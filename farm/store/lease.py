@@ -173,6 +173,7 @@ def take(uri: str, sweep_id: str, *, wait_s: float = 0.0, on_wait: Callable[[str
     mine: set[str] = set()  # tokens of this process's rounds that took nothing (a claim may have landed)
     slow = 0
     told = False
+    settled = False  # the holder read once more, SETTLE_S after first seeing it, before it is named
     while True:
         started = time.monotonic()
         tags = _tags(uri, sweep_id)
@@ -200,6 +201,13 @@ def take(uri: str, sweep_id: str, *, wait_s: float = 0.0, on_wait: Callable[[str
             continue  # another driver's claim landed after this one: it holds the lease now
         who, beat = held
         waited = wait_s - (deadline - time.monotonic())
+        if time.monotonic() >= deadline and not settled:
+            # The claim read may be one of several written at once, not yet the one that holds (Fischer's
+            # rule settles within SETTLE_S): read again then, so that a refusal names the driver that
+            # holds the lease (CI, 2026-12-07: three of four contenders refused, one naming a claim that lost).
+            settled = True
+            time.sleep(SETTLE_S)
+            continue
         if time.monotonic() >= deadline:
             line = who.line(time.time(), beat)
             if wait_s > 0:
