@@ -45,9 +45,10 @@ from farm.strict import Strict
 
 from farm.analysis.records import Results
 from farm.analysis.results import HeldSpan, Status, TrialResult
-from farm.analysis.select import SelectionSettings, build_table
+from farm.analysis.select import SelectionSettings
 from farm.analysis.selection.models import auto_look, first_pass_runs
-from farm.analysis.selection.comparisons import blocked_candidates, step_decisions
+from farm.analysis.selection.comparisons import blocked_candidates, decision_table, step_decisions
+from farm.analysis.selection.rules import Table
 from farm.analysis.selection.models import DiffStat
 from farm.analysis.stats import DEFAULT_MARGIN, Control, Decided, leader_decisions
 # What `repeats` means and how node controls are named live with the study (the grid asks too);
@@ -315,16 +316,16 @@ def next_step_pass(decisions: Sequence[DiffStat], *, repeats_of: Mapping[str, in
                            f"{', '.join(_named(k, names) for k in chosen)}", **base)
 
 
-def auto_samples(results: "Results", settings: "SelectionSettings") -> dict[str, list[float]]:
-    """Eligible candidates' samples on the primary profile (node controls left out): the input of
-    `next_pass`."""
+def auto_samples(results: "Results", settings: "SelectionSettings", table: Table | None = None
+                 ) -> tuple[dict[str, list[float]], dict[str, dict[str, list[float]]], list[Control]]:
+    """Eligible candidates' samples on the primary profile (node controls left out), their runs by
+    machine and the controls that bridge machines (`blocked_candidates`): the input of `next_pass`.
+    `table`: the decision table, where the caller built it already."""
     info = results.profiles.get(settings.primary_profile)
     if info is not None and info.capacity is not None:
-        return {}  # a capacity search runs once per trial: no repeat separates it further
+        return {}, {}, []  # a capacity search runs once per trial: no repeat separates it further
     metric = results.deciding_metric  # the number the study decides by, as the report ranks
-    table = build_table(results, metric, settings.min_success_rate, settings.slo)
-    cells = [c for c in table.on(settings.primary_profile) if c.eligible and c.control_of is None]
-    return {c.trial: c.values(metric) for c in cells}
+    return blocked_candidates(table or decision_table(results, settings, metric), settings, metric)
 
 
 # The level of every look before the alpha-spending rule (0.05 / 5 looks): sweeps stored then
@@ -352,7 +353,8 @@ def pass_from_stored(stored: Sequence["TrialResult"], study: Study, grid: str, s
         settings = settings_for(records, study, grid=grid)
     except UserError as exc:  # e.g. no run on the primary profile: nothing to refine
         return PassPlan(done=True, reason=exc.reason)
-    samples = auto_samples(records, settings)
+    table = decision_table(records, settings, records.deciding_metric)  # built once for every decision below
+    samples, blocks, controls = auto_samples(records, settings, table)
     runs = [run for r in stored for run in r.runs]
     first = sum(1 for run in runs if run.pass_index == 1)
     # The looks the budget plans, as selection's settings counted them for `settings.alpha` (the
@@ -364,7 +366,7 @@ def pass_from_stored(stored: Sequence["TrialResult"], study: Study, grid: str, s
                   budget=default_budget(study.max_runs, first), margin=settings.equivalence_margin, names=names)
     if rule == "current" and samples and settings.steps and settings.step_grid == grid:
         # An ordered grid decides its steps (each against the one before), as its report does.
-        rows = step_decisions(records, settings, records.deciding_metric)
+        rows = step_decisions(table, records, settings, records.deciding_metric)
         return next_step_pass([r.delta for r in rows if r.delta is not None],
                               repeats_of={k: len(v) for k, v in samples.items()}, alpha=settings.alpha,
                               max_passes=looks, unmeasured=[r.step for r in rows if r.trial is None], **common)
@@ -375,10 +377,22 @@ def pass_from_stored(stored: Sequence["TrialResult"], study: Study, grid: str, s
     if rule == "pooled":
         return next_pass(samples, cost_per_repeat={r.trial.id: 1 for r in stored}, alpha=settings.alpha,
                          max_passes=looks, **common)
-    _, blocks, controls = blocked_candidates(records, settings, records.deciding_metric)
     return next_pass(samples, cost_per_repeat={r.trial.id: 1 for r in stored}, alpha=settings.alpha,
                      max_passes=looks, blocks=blocks, controls=controls, **common)
 
+
+
+def _rest_of(latest: int, planned: Sequence[str], have: set[str], every: Sequence["TrialResult"], *,
+             repeats: int, budget: int) -> PassPlan | None:
+    """Pass `latest`'s trials that have no run of it yet, as the plan that finishes it; None when none."""
+    missing = [t for t in planned if t not in have]
+    if not missing:
+        return None
+    names = {r.trial.id: r.trial.label for r in every}
+    return PassPlan(done=False, trials=missing, repeats=repeats, runs=repeats * len(missing), pass_index=latest,
+                    spent=sum(len(r.runs) for r in every), budget=budget,
+                    reason=f"pass {latest} was stopped before {len(missing)} of its {len(planned)} trial(s) ran: "
+                           f"{repeats} more repeats for {', '.join(names.get(t, t) for t in missing)} first")
 
 
 def unfinished_pass(stored: Sequence["TrialResult"], study: Study, grid: str, sweep_id: str,
@@ -391,35 +405,23 @@ def unfinished_pass(stored: Sequence["TrialResult"], study: Study, grid: str, sw
     latest = max((run.pass_index for r in stored for run in r.runs), default=1)
     if latest < 2:
         return None
+    every = list(stored)
+    have = {r.trial.id for r in stored if any(run.pass_index == latest for run in r.runs)}
     if recorded and latest in recorded:
         # the pass's plan as recorded when it started (`recorded`: farm/store/searches.py): what it
         # was to run, whatever budget this resume plans with
-        have = {r.trial.id for r in stored if any(run.pass_index == latest for run in r.runs)}
-        missing = [t for t in recorded[latest] if t not in have]
-        if not missing:
-            return None
-        names = {r.trial.id: r.trial.label for r in stored}
         first = sum(1 for r in stored for run in r.runs if run.pass_index == 1)
-        return PassPlan(done=False, trials=missing, repeats=AUTO_STEP, runs=AUTO_STEP * len(missing),
-                        pass_index=latest, spent=sum(len(r.runs) for r in stored),
-                        budget=default_budget(study.max_runs, first),
-                        reason=f"pass {latest} was stopped before {len(missing)} of its {len(recorded[latest])} "
-                               f"trial(s) ran: {AUTO_STEP} more repeats for "
-                               f"{', '.join(names.get(t, t) for t in missing)} first")
+        return _rest_of(latest, recorded[latest], have, every, repeats=AUTO_STEP,
+                        budget=default_budget(study.max_runs, first))
     # Not recorded (a sweep stored before passes were): the plan recomputed from the runs before it.
     # A trial first started after pass `latest` began (a later resume's new trial or control copy)
     # was no part of its plan: its first runs (pass 1 too) came after, and would otherwise make the
     # finished pass look stopped before that trial.
     began = [span.started_at for r in stored for span in r.held_spans() if span.pass_index == latest]
-    every = list(stored)
     if began:
         stored = [r for r in stored if r.started_at is None or r.started_at < min(began)]
     planned = pass_from_stored(stored, study, grid, sweep_id, before=latest)
-    if planned.done or planned.pass_index != latest:
-        return None
-    have = {r.trial.id for r in stored if any(run.pass_index == latest for run in r.runs)}
-    missing = [t for t in planned.trials if t not in have]
-    if not missing:
+    if planned.done or planned.pass_index != latest or set(planned.trials) <= have:
         return None
     # A sweep stored under an earlier rule ran the passes that rule planned (before the alpha-spending
     # rule the first look was less strict; before the step rule an ordered grid's trials were each
@@ -428,12 +430,7 @@ def unfinished_pass(stored: Sequence["TrialResult"], study: Study, grid: str, sw
         old = pass_from_stored(stored, study, grid, sweep_id, before=latest, rule=rule)
         if not old.done and old.pass_index == latest and set(old.trials) == have:
             return None
-    spent = sum(len(r.runs) for r in every)
-    names = {r.trial.id: r.trial.label for r in every}
-    return planned.model_copy(update={
-        "trials": missing, "runs": planned.repeats * len(missing), "spent": spent,
-        "reason": f"pass {latest} was stopped before {len(missing)} of its {len(planned.trials)} trial(s) ran: "
-                  f"{planned.repeats} more repeats for {', '.join(names.get(t, t) for t in missing)} first"})
+    return _rest_of(latest, planned.trials, have, every, repeats=planned.repeats, budget=planned.budget)
 
 
 # --------------------------------------------------------------------------------------

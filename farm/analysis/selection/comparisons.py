@@ -385,24 +385,29 @@ def _step_significance(rows: list[StepRow], table: Table, settings: SelectionSet
         row.significance = "cannot_tell" if d.significant is None else ("significant" if d.significant else "not_significant")
 
 
-def step_decisions(results: Results, settings: SelectionSettings, metric: str) -> list[StepRow]:
+def decision_table(results: Results, settings: SelectionSettings, metric: str) -> Table:
+    """The table the report decides from (its baseline found), built once for every decision a
+    `--repeats auto` pass asks of it."""
+    table = build_table(results, metric, settings.min_success_rate, settings.slo)
+    table.baseline = find_baseline(table, results, settings)
+    return table
+
+
+def step_decisions(table: Table, results: Results, settings: SelectionSettings, metric: str) -> list[StepRow]:
     """The ordered steps as the report judges them: the stepwise replay, then each measured step
     against the step it builds on, by machine, Holm over the steps. What `--repeats auto` refines
     in a study of ordered steps (farm/analysis/plan.py), so the plan and the report decide alike."""
-    table = build_table(results, metric, settings.min_success_rate, settings.slo)
-    table.baseline = find_baseline(table, results, settings)
     rows, _ = stepwise(table, results, settings, table.baseline)
     _step_significance(rows, table, settings, metric)
     return rows
 
 
-def blocked_candidates(results: Results, settings: SelectionSettings, metric: str
+def blocked_candidates(table: Table, settings: SelectionSettings, metric: str
                        ) -> tuple[dict[str, list[float]], dict[str, dict[str, list[float]]], list[fstats.Control]]:
     """The primary profile's candidates as `profile_verdict` compares them: each trial's values, its
     runs by machine (its copies' included) and the controls that may bridge machines, keyed by
-    trial id. What `--repeats auto` decides by when the grid has no ordered steps."""
-    table = build_table(results, metric, settings.min_success_rate, settings.slo)
-    table.baseline = find_baseline(table, results, settings)
+    trial id: what `--repeats auto` decides by (its samples; by machine where the grid has no
+    ordered steps)."""
     cells = candidates_on(table, settings.primary_profile, metric)
     key = {c.trial: c.trial for c in table.on(settings.primary_profile)}
     return ({c.trial: c.values(metric) for c in cells}, {c.trial: side_blocks(table, c, metric) for c in cells},
